@@ -1,0 +1,80 @@
+"""The domain error tree. Each class carries the HTTP status and title of its family;
+``service.problems`` renders any of them as an RFC 9457 problem document.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+PROBLEM_BASE = "urn:positional-encodings:problem:"
+
+
+class ServiceError(Exception):
+    """Base of every error the service reports to a client."""
+
+    status: ClassVar[int] = 500
+    title: ClassVar[str] = "Internal Server Error"
+    slug: ClassVar[str] = "internal-error"
+
+    def __init__(self, detail: str, **extensions: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extensions = extensions
+
+    @property
+    def type(self) -> str:
+        return PROBLEM_BASE + self.slug
+
+
+class InvalidParameter(ServiceError):
+    """A parameter is out of its domain; ``name`` says which one."""
+
+    status = 422
+    title = "Invalid parameter"
+    slug = "invalid-parameter"
+
+    def __init__(self, name: str, message: str, location: str = "query") -> None:
+        super().__init__(
+            f"{name}: {message}",
+            errors=[{"name": name, "in": location, "detail": message}],
+        )
+        self.name = name
+
+
+class LimitExceeded(ServiceError):
+    """A request asks for more than a configured limit allows."""
+
+    status = 422
+    title = "Limit exceeded"
+    slug = "limit-exceeded"
+
+    def __init__(self, what: str, requested: int, limit: int, setting: str) -> None:
+        super().__init__(
+            f"{what} is {requested:,}, over the limit of {limit:,} ({setting})",
+            limit=limit,
+            requested=requested,
+            setting=setting,
+        )
+
+
+class NotAcceptable(ServiceError):
+    """No representation the service offers satisfies the ``Accept`` header."""
+
+    status = 406
+    title = "Not Acceptable"
+    slug = "not-acceptable"
+
+    def __init__(self, accept: str, available: list[str]) -> None:
+        super().__init__(
+            f"Accept: {accept!r} matches none of {', '.join(available)}; "
+            "send one of them or use the format parameter",
+            available=available,
+        )
+
+
+class MalformedBody(ServiceError):
+    """A posted body cannot be decoded as the media type it claims."""
+
+    status = 400
+    title = "Malformed body"
+    slug = "malformed-body"

@@ -1,0 +1,58 @@
+"""The application factory: ``create_app(settings)``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from service import problems, routes
+from service.cache import TableCache, TableKey
+from service.settings import Settings
+
+logger = logging.getLogger("service")
+
+
+async def _preload(app: FastAPI, settings: Settings) -> None:
+    cache: TableCache = app.state.cache
+    try:
+        for table in settings.preload_tables:
+            key = TableKey(table.d_model, table.base, table.layout, table.dtype)
+            await run_in_threadpool(cache.get, key, table.max_len)
+            logger.info("preloaded %s with %d rows", key, table.max_len)
+    except Exception as exc:  # the process stays up and /readyz reports it
+        logger.exception("preloading failed")
+        app.state.preload_error = repr(exc)
+    else:
+        app.state.ready = True
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The service, configured by ``settings`` (by default, from the environment)."""
+    settings = Settings() if settings is None else settings
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.cache = TableCache(settings.cache_bytes)
+        app.state.ready = False
+        app.state.preload_error = None
+        preload = asyncio.create_task(_preload(app, settings))
+        try:
+            yield
+        finally:
+            preload.cancel()
+
+    app = FastAPI(
+        title="Positional encodings",
+        version="1.0.0",
+        summary="Sinusoidal positional encodings of transformer models, computed and served.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    problems.install(app)
+    app.include_router(routes.router)
+    return app

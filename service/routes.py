@@ -1,0 +1,182 @@
+"""HTTP handlers: parse, call the cache and the codecs, answer. Nothing else."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from service import codecs
+from service.cache import TableCache, TableKey
+from service.errors import LimitExceeded
+from service.problems import PROBLEM_MEDIA_TYPE, problem
+from service.schemas import (
+    CacheDocument,
+    CacheEntry,
+    Problem,
+    Status,
+    TableDocument,
+    TableQuery,
+)
+from service.settings import Settings
+
+# Bump when the bytes of any table response change for the same parameters.
+TABLE_REVISION = "1"
+IMMUTABLE = "public, max-age=31536000, immutable"
+# Encoding a block this large would hold up the event loop for a noticeable time.
+_INLINE_JSON_ELEMENTS = 1 << 14
+_INLINE_BINARY_BYTES = 4 << 20
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings  # type: ignore[no-any-return]
+
+
+def get_cache(request: Request) -> TableCache:
+    return request.app.state.cache  # type: ignore[no-any-return]
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+CacheDep = Annotated[TableCache, Depends(get_cache)]
+
+_problems: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}, "description": description}
+    for status, description in {
+        406: "No offered format is acceptable.",
+        422: "A parameter is invalid or a limit is exceeded.",
+    }.items()
+}
+_table_media: dict[str, Any] = {
+    "application/json": {},
+    codecs.MEDIA_TYPES["npy"]: {"schema": {"type": "string", "format": "binary"}},
+    codecs.MEDIA_TYPES["raw"]: {"schema": {"type": "string", "format": "binary"}},
+}
+
+router = APIRouter()
+
+
+def table_etag(query: TableQuery, fmt: codecs.Format) -> str:
+    """A strong validator: the response bytes are a pure function of these values."""
+    fields = query.describe()
+    canonical = "|".join(
+        [TABLE_REVISION, fmt, *(f"{name}={fields[name]!r}" for name in sorted(fields))]
+    )
+    return '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'
+
+
+def matches(if_none_match: str | None, etag: str) -> bool:
+    """Weak comparison of ``If-None-Match`` against ``etag`` (RFC 9110, 13.1.2)."""
+    if if_none_match is None:
+        return False
+    candidates = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in candidates or etag in candidates
+
+
+def check_limits(query: TableQuery, fmt: codecs.Format, settings: Settings) -> None:
+    elements = query.max_len * query.d_model
+    if elements > settings.max_elements:
+        raise LimitExceeded("max_len × d_model", elements, settings.max_elements, "PE_MAX_ELEMENTS")
+    rows, cols = query.shape
+    if fmt == "json" and rows * cols > settings.max_json_elements:
+        raise LimitExceeded(
+            "the JSON response's element count (rows × columns)",
+            rows * cols,
+            settings.max_json_elements,
+            "PE_MAX_JSON_ELEMENTS; ask for format=npy or raw, or a slice",
+        )
+
+
+@router.get(
+    "/v1/encodings/sinusoidal",
+    operation_id="getSinusoidalTable",
+    summary="A sinusoidal positional-encoding table, or a block of it.",
+    response_class=Response,
+    responses={
+        200: {"model": TableDocument, "content": _table_media, "description": "The table."},
+        304: {"description": "Not modified: the If-None-Match tag is current."},
+        **_problems,
+    },
+)
+async def get_table(
+    query: Annotated[TableQuery, Query()],
+    request: Request,
+    cache: CacheDep,
+    settings: SettingsDep,
+) -> Response:
+    """A sinusoidal positional-encoding table, or a block of it."""
+    fmt = query.format or codecs.negotiate(request.headers.get("accept"))
+    check_limits(query, fmt, settings)
+    headers = {"etag": table_etag(query, fmt), "cache-control": IMMUTABLE}
+    if query.format is None:
+        headers["vary"] = "Accept"
+    if matches(request.headers.get("if-none-match"), headers["etag"]):
+        return Response(status_code=304, headers=headers)
+    key = TableKey(query.d_model, query.base, query.layout, query.dtype)
+    table = cache.peek(key, query.row_stop)
+    if table is None:
+        table = await run_in_threadpool(cache.get, key, query.row_stop)
+    block = table[query.start : query.row_stop, query.dim_start : query.col_stop]
+    inline = (
+        block.size <= _INLINE_JSON_ELEMENTS
+        if fmt == "json"
+        else block.nbytes <= _INLINE_BINARY_BYTES
+    )
+    if inline:
+        encoded, body = codecs.encode(fmt, query.describe(), block)
+    else:
+        encoded, body = await run_in_threadpool(codecs.encode, fmt, query.describe(), block)
+    return Response(body, headers={**headers, **encoded})
+
+
+@router.get(
+    "/v1/cache",
+    operation_id="getCacheStats",
+    summary="Cache statistics: entries, bytes, budget, hits, misses, evictions.",
+)
+async def get_cache_stats(cache: CacheDep, response: Response) -> CacheDocument:
+    """Cache statistics: entries, bytes, budget, hits, misses, evictions."""
+    stats = cache.stats()
+    response.headers["cache-control"] = "no-store"
+    return CacheDocument(
+        budget_bytes=stats.budget_bytes,
+        bytes=stats.bytes,
+        hits=stats.hits,
+        misses=stats.misses,
+        evictions=stats.evictions,
+        uncached=stats.uncached,
+        entries=[
+            CacheEntry(
+                d_model=entry.key.d_model,
+                base=entry.key.base,
+                layout=entry.key.layout,
+                dtype=entry.key.dtype,
+                rows=entry.rows,
+                bytes=entry.bytes,
+            )
+            for entry in stats.entries
+        ],
+    )
+
+
+@router.get("/healthz", operation_id="getHealth", summary="Liveness: the process answers.")
+async def healthz() -> Status:
+    """Liveness: the process answers."""
+    return Status(status="ok")
+
+
+@router.get(
+    "/readyz",
+    operation_id="getReadiness",
+    summary="Readiness: 200 once the PE_PRELOAD tables are computed, 503 before.",
+    responses={503: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}}},
+)
+async def readyz(request: Request) -> Any:
+    """Readiness: 200 once the PE_PRELOAD tables are computed, 503 before."""
+    state = request.app.state
+    if state.preload_error is not None:
+        return problem(503, f"preloading tables failed: {state.preload_error}")
+    if not state.ready:
+        return problem(503, "still preloading the PE_PRELOAD tables", headers={"retry-after": "1"})
+    return Status(status="ready")

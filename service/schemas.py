@@ -1,0 +1,167 @@
+"""Wire models: the table query, and the JSON documents the service returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from service.codecs import Format
+from service.core import DEFAULT_BASE, DType, Layout
+
+
+def _below(value: int, info: ValidationInfo, bound: str, what: str) -> int:
+    limit = info.data.get(bound)
+    if limit is not None and value >= limit:
+        raise PydanticCustomError("out_of_table", f"must be less than {bound} ({limit}); {what}")
+    return value
+
+
+def _within(value: int | None, info: ValidationInfo, low: str, high: str) -> int | None:
+    if value is None:
+        return value
+    first, limit = info.data.get(low), info.data.get(high)
+    if first is not None and value <= first:
+        raise PydanticCustomError("empty_range", f"must be greater than {low} ({first})")
+    if limit is not None and value > limit:
+        raise PydanticCustomError("out_of_table", f"must be at most {high} ({limit})")
+    return value
+
+
+class TableQuery(BaseModel):
+    """Which table, which block of it, and in what form."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_len: int = Field(ge=1, description="Rows in the table: positions 0 .. max_len-1.")
+    d_model: int = Field(ge=1, description="Columns: the model's embedding width.")
+    base: float = Field(
+        DEFAULT_BASE,
+        gt=1,
+        allow_inf_nan=False,
+        description="Wavelength base: column pair i has frequency base^(-2i/d_model).",
+    )
+    layout: Layout = Field(
+        "interleaved",
+        description="interleaved: sin, cos, sin, ... (the paper); split: all sines, then cosines.",
+    )
+    dtype: DType = Field("float32", description="Element type of the returned table.")
+    start: int = Field(0, ge=0, description="First row returned (inclusive).")
+    stop: int | None = Field(
+        None, ge=1, description="Row after the last returned; default max_len."
+    )
+    dim_start: int = Field(0, ge=0, description="First column returned (inclusive).")
+    dim_stop: int | None = Field(
+        None, ge=1, description="Column after the last returned; default d_model."
+    )
+    format: Format | None = Field(
+        None, description="json, npy or raw; when absent the Accept header decides."
+    )
+
+    @field_validator("start")
+    @classmethod
+    def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
+        return _below(value, info, "max_len", "rows are 0 .. max_len-1")
+
+    @field_validator("dim_start")
+    @classmethod
+    def _dim_start_in_table(cls, value: int, info: ValidationInfo) -> int:
+        return _below(value, info, "d_model", "columns are 0 .. d_model-1")
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return _within(value, info, "start", "max_len")
+
+    @field_validator("dim_stop")
+    @classmethod
+    def _dim_stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return _within(value, info, "dim_start", "d_model")
+
+    @property
+    def row_stop(self) -> int:
+        return self.max_len if self.stop is None else self.stop
+
+    @property
+    def col_stop(self) -> int:
+        return self.d_model if self.dim_stop is None else self.dim_stop
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.row_stop - self.start, self.col_stop - self.dim_start
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON response's fields before ``data``, in the contract's order."""
+        return {
+            "max_len": self.max_len,
+            "d_model": self.d_model,
+            "base": self.base,
+            "layout": self.layout,
+            "dtype": self.dtype,
+            "start": self.start,
+            "stop": self.row_stop,
+            "dim_start": self.dim_start,
+            "dim_stop": self.col_stop,
+            "shape": list(self.shape),
+        }
+
+
+class TableDocument(BaseModel):
+    """A table (or a block of one) as JSON."""
+
+    max_len: int
+    d_model: int
+    base: float
+    layout: Layout
+    dtype: DType
+    start: int
+    stop: int
+    dim_start: int
+    dim_stop: int
+    shape: list[int] = Field(description="[stop - start, dim_stop - dim_start]")
+    data: list[list[float]] = Field(description="The rows of the block.")
+
+
+class CacheEntry(BaseModel):
+    d_model: int
+    base: float
+    layout: Layout
+    dtype: DType
+    rows: int = Field(description="Rows computed so far; any max_len up to this is a hit.")
+    bytes: int
+
+
+class CacheDocument(BaseModel):
+    """Cache statistics; entries from least to most recently used."""
+
+    budget_bytes: int = Field(description="PE_CACHE_BYTES")
+    bytes: int
+    hits: int
+    misses: int
+    evictions: int
+    uncached: int = Field(description="Tables computed but not kept: each over the budget.")
+    entries: list[CacheEntry]
+
+
+class Status(BaseModel):
+    status: str
+
+
+class ErrorItem(BaseModel):
+    name: str = Field(description="The parameter or field at fault.")
+    location: str = Field(alias="in", description="query, header, path or body.")
+    detail: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document (``application/problem+json``)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[ErrorItem] | None = None
+    limit: int | None = None
+    requested: int | None = None
+    setting: str | None = None
