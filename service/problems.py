@@ -3,6 +3,7 @@ validation errors, HTTP errors such as 404 and 405, and anything unexpected."""
 
 from __future__ import annotations
 
+import json
 import logging
 from http import HTTPStatus
 from typing import Any
@@ -35,9 +36,11 @@ def problem(
         "detail": detail,
         **extensions,
     }
-    return Response(
-        orjson.dumps(body), status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE
-    )
+    try:
+        content = orjson.dumps(body)
+    except TypeError:  # integers past 64 bits, which orjson refuses and JSON allows
+        content = json.dumps(body, separators=(",", ":")).encode()
+    return Response(content, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
 
 async def _service_error(request: Request, exc: Exception) -> Response:

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+
+from service import core
+from service.errors import InvalidParameter
+from tests import oracle
+
+F32_BOUND = 2.0**-23
+F64_BOUND = 1e-12
+
+
+def test_the_seeds_worked_example() -> None:
+    """n=100, d=4, "I am a robot": the table printed in the seed, to its 8 decimals."""
+    table = core.encoding(0, 4, 4, base=100.0, dtype="float64")
+    np.testing.assert_allclose(table, oracle.ROBOT, rtol=0, atol=5e-9)
+
+
+@pytest.mark.parametrize(
+    ("max_len", "d_model", "base"),
+    [
+        pytest.param(1, 1, 10000.0, id="1x1"),
+        pytest.param(50, 4, 100.0, id="50x4-base100"),
+        pytest.param(40, 5, 10000.0, id="40x5-odd"),
+        pytest.param(30, 33, 10000.0, id="30x33-odd"),
+        pytest.param(20, 64, 10000.0, id="20x64"),
+        pytest.param(10, 7, 1.0001, id="base-near-1"),
+        pytest.param(10, 9, 1e12, id="base-1e12"),
+    ],
+)
+@pytest.mark.parametrize("layout", core.LAYOUTS)
+@pytest.mark.parametrize("dtype", core.DTYPES)
+def test_tables_match_the_oracle(
+    max_len: int, d_model: int, base: float, layout: core.Layout, dtype: core.DType
+) -> None:
+    table = core.encoding(0, max_len, d_model, base, layout, dtype)
+    truth = oracle.table(max_len, d_model, base, layout)
+    assert table.shape == (max_len, d_model)
+    assert table.dtype == np.dtype(dtype)
+    assert table.flags.c_contiguous
+    if dtype == "float16":
+        # one rounding: the nearest float16 to the exact value
+        half_ulp = np.spacing(np.abs(truth).astype(np.float16)).astype(np.float64) / 2
+        assert np.all(np.abs(table.astype(np.float64) - truth) <= half_ulp * (1 + 1e-9))
+    else:
+        bound = F32_BOUND if dtype == "float32" else F64_BOUND
+        assert np.max(np.abs(table.astype(np.float64) - truth)) <= bound
+
+
+@pytest.mark.parametrize(
+    ("d_model", "base"),
+    [
+        pytest.param(512, 10000.0, id="512"),
+        pytest.param(1023, 10000.0, id="1023-odd"),
+        pytest.param(4, 100.0, id="4-base100"),
+        pytest.param(96, 1.5, id="96-base1.5"),
+    ],
+)
+def test_accuracy_near_a_million(d_model: int, base: float) -> None:
+    """Every sampled entry of rows 999,000 .. 999,999 against the exact value."""
+    start, stop = 999_000, 1_000_000
+    t32 = core.encoding(start, stop, d_model, base, dtype="float32")
+    t64 = core.encoding(start, stop, d_model, base, dtype="float64")
+    rng = np.random.default_rng(d_model)
+    rows = rng.integers(0, stop - start, 150)
+    cols = rng.integers(0, d_model, 150)
+    cols[:4] = [0, 1, d_model - 1, d_model - 2 if d_model > 1 else 0]  # extremes of frequency
+    err32 = max(
+        oracle.exact_error(t32[r, k], start + r, k, d_model, base)
+        for r, k in zip(rows, cols, strict=True)
+    )
+    err64 = max(
+        oracle.exact_error(t64[r, k], start + r, k, d_model, base)
+        for r, k in zip(rows, cols, strict=True)
+    )
+    assert err32 <= F32_BOUND
+    assert err64 <= F64_BOUND
+
+
+def test_positions_past_two_to_the_27() -> None:
+    """Past 2^27 a position no longer fits Dekker's 26-bit half; the general product runs."""
+    start = (1 << 27) + 3
+    table = core.encoding(start, start + 3, 10, 10000.0, dtype="float64")
+    for r in range(3):
+        for k in range(10):
+            assert oracle.exact_error(table[r, k], start + r, k, 10, 10000.0) <= F64_BOUND
+
+
+def test_the_float32_error_of_naive_float32_arithmetic_is_avoided() -> None:
+    """The design's claim: float32 angles are off by ~3e-3 at position 100,000; ours are not."""
+    pos, d_model = 100_000, 512
+    naive = np.sin(np.float32(pos) * np.float32(10000.0) ** (-np.float32(2 * 3) / d_model))
+    ours = core.encoding(pos, pos + 1, d_model)[0, 6]
+    truth = oracle.exact(pos, 6, d_model, 10000.0)
+    assert abs(float(naive) - truth) > 1e-4
+    assert abs(float(ours) - truth) <= F32_BOUND
+
+
+def test_odd_d_model_ends_with_a_sine() -> None:
+    table = core.encoding(0, 8, 5, dtype="float64")
+    angle = np.arange(8) / 10000.0 ** (4 / 5)
+    np.testing.assert_allclose(table[:, 4], np.sin(angle), rtol=0, atol=1e-15)
+
+
+def test_row_zero_is_sin_zero_cos_zero() -> None:
+    assert core.encoding(0, 1, 7).tolist() == [[0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize("d_model", [1, 2, 7, 8])
+def test_split_is_interleaved_with_columns_regrouped(d_model: int) -> None:
+    inter = core.encoding(0, 30, d_model)
+    split = core.encoding(0, 30, d_model, layout="split")
+    sines = (d_model + 1) // 2
+    assert np.array_equal(split[:, :sines], inter[:, 0::2])
+    assert np.array_equal(split[:, sines:], inter[:, 1::2])
+
+
+def test_rows_do_not_depend_on_where_the_computation_starts() -> None:
+    """A slice computed alone is bit-identical to the same rows of the whole table."""
+    whole = core.encoding(0, 5000, 48, dtype="float64")
+    assert np.array_equal(core.encoding(1234, 4321, 48, dtype="float64"), whole[1234:4321])
+
+
+def test_frequencies_are_double_double_exact() -> None:
+    hi, lo = core.frequencies(1000, 10000.0)
+    assert not hi.flags.writeable
+    for i in (0, 1, 77, 255, 499):
+        truth = mpmath.power(10000, mpmath.mpf(-2 * i) / 1000)
+        assert abs(mpmath.mpf(hi[i]) + mpmath.mpf(lo[i]) - truth) <= truth * 2.0**-100
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        pytest.param((0, 1, 0, 10000.0, "interleaved", "float32"), "d_model", id="d_model=0"),
+        pytest.param((3, 3, 4, 10000.0, "interleaved", "float32"), "stop", id="empty-rows"),
+        pytest.param((-1, 3, 4, 10000.0, "interleaved", "float32"), "stop", id="negative-start"),
+        pytest.param((0, 3, 4, 1.0, "interleaved", "float32"), "base", id="base=1"),
+        pytest.param((0, 3, 4, float("nan"), "interleaved", "float32"), "base", id="base=nan"),
+        pytest.param((0, 3, 4, float("inf"), "interleaved", "float32"), "base", id="base=inf"),
+        pytest.param((0, 3, 4, 10000.0, "diagonal", "float32"), "layout", id="layout"),
+        pytest.param((0, 3, 4, 10000.0, "interleaved", "int8"), "dtype", id="dtype"),
+    ],
+)
+def test_invalid_arguments_name_the_parameter(args: tuple[object, ...], name: str) -> None:
+    with pytest.raises(InvalidParameter) as caught:
+        core.encoding(*args)  # type: ignore[arg-type]
+    assert caught.value.name == name
+    assert caught.value.status == 422
