@@ -1,6 +1,6 @@
 """Largest error of the served tables against 200-bit arithmetic, near position 10^6.
 
-    .venv/bin/python bench/accuracy.py [samples]
+.venv/bin/python bench/accuracy.py [samples]
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def problem(
     try:
         content = orjson.dumps(body)
     except TypeError:  # integers past 64 bits, which orjson refuses and JSON allows
-        content = json.dumps(body, separators=(",", ":")).encode()
+        content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     return Response(content, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
 
