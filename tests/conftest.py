@@ -11,7 +11,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -82,26 +81,26 @@ def small_live_url() -> Iterator[str]:
         yield url
 
 
+@contextmanager
+def client(kind: str, url: str, settings: Settings) -> Iterator[Any]:
+    """httpx to the real server at ``url``, or the app built from ``settings`` in process."""
+    if kind == "live":
+        with httpx.Client(base_url=url, timeout=60) as http:
+            yield http
+    else:
+        with TestClient(create_app(settings)) as app:
+            yield app
+
+
 @pytest.fixture(params=["live", "in-process"])
 def api(request: pytest.FixtureRequest, live_url: str) -> Iterator[Any]:
-    """An HTTP client for the service with default settings: a real server, or the app."""
-    if request.param == "live":
-        with httpx.Client(base_url=live_url, timeout=60) as client:
-            yield client
-    else:
-        with TestClient(create_app(Settings())) as client:
-            yield client
+    """An HTTP client for the service with default settings."""
+    with client(request.param, live_url, Settings()) as http:
+        yield http
 
 
 @pytest.fixture(params=["live", "in-process"])
 def small_api(request: pytest.FixtureRequest, small_live_url: str) -> Iterator[Any]:
     """The same with small limits (``SMALL``)."""
-    if request.param == "live":
-        with httpx.Client(base_url=small_live_url, timeout=60) as client:
-            yield client
-    else:
-        with TestClient(create_app(Settings.model_validate(SMALL_LIMITS))) as client:
-            yield client
-
-
-ROOT = Path(__file__).resolve().parent.parent
+    with client(request.param, small_live_url, Settings.model_validate(SMALL_LIMITS)) as http:
+        yield http
