@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import decimal
 import functools
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
@@ -158,3 +158,116 @@ def _check(start: int, stop: int, d_model: int, base: float, layout: str, dtype:
         raise InvalidParameter("layout", f"must be one of {', '.join(LAYOUTS)}")
     if dtype not in DTYPES:
         raise InvalidParameter("dtype", f"must be one of {', '.join(DTYPES)}")
+
+
+def _float_kind(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind == "f" and dtype.itemsize in (2, 4, 8)
+
+
+def check_batch(
+    embeddings: NDArray[Any], position_ids: NDArray[Any] | None = None
+) -> NDArray[np.intp] | None:
+    """Validate an embedding batch ``(L, d)`` or ``(batch, L, d)`` of float16/32/64 and its
+    optional non-negative integer ``position_ids`` of shape ``(L,)`` or ``(batch, L)``.
+
+    Returns the position ids as ``intp`` (or ``None``); raises :class:`InvalidParameter`
+    naming ``embeddings`` or ``position_ids``.
+    """
+    if not _float_kind(embeddings.dtype):
+        raise InvalidParameter(
+            "embeddings", f"must be float16, float32 or float64, not {embeddings.dtype}", "body"
+        )
+    if embeddings.ndim not in (2, 3):
+        raise InvalidParameter(
+            "embeddings",
+            f"must be 2-D (L, d_model) or 3-D (batch, L, d_model), not {embeddings.ndim}-D",
+            "body",
+        )
+    if embeddings.size == 0:
+        raise InvalidParameter("embeddings", f"is empty: shape {embeddings.shape}", "body")
+    if position_ids is None:
+        return None
+    if position_ids.dtype.kind not in "iu":
+        raise InvalidParameter(
+            "position_ids", f"must be integers, not {position_ids.dtype}", "body"
+        )
+    allowed = [embeddings.shape[-2:-1], embeddings.shape[:-1]]
+    if position_ids.shape not in allowed:
+        raise InvalidParameter(
+            "position_ids",
+            f"has shape {position_ids.shape}; embeddings of shape {embeddings.shape} "
+            f"need {' or '.join(map(str, dict.fromkeys(allowed)))}",
+            "body",
+        )
+    if position_ids.dtype.kind == "i" and position_ids.min() < 0:
+        raise InvalidParameter("position_ids", "must be non-negative", "body")
+    if int(position_ids.max()) >= np.iinfo(np.intp).max:
+        raise InvalidParameter("position_ids", "are too large", "body")
+    return position_ids.astype(np.intp, copy=False)
+
+
+def rows_needed(
+    embeddings: NDArray[Any], offset: int, position_ids: NDArray[np.intp] | None
+) -> int:
+    """How many table rows ``apply`` reads: one past the largest position."""
+    if position_ids is None:
+        return offset + int(embeddings.shape[-2])
+    return int(position_ids.max()) + 1
+
+
+def compute_dtype(embeddings: NDArray[Any]) -> DType:
+    """The table and arithmetic dtype for a batch: float64 for float64, else float32."""
+    return "float64" if embeddings.dtype.itemsize == 8 else "float32"
+
+
+def apply(
+    embeddings: NDArray[Any],
+    table: NDArray[np.floating],
+    scale: float,
+    offset: int = 0,
+    position_ids: NDArray[np.intp] | None = None,
+) -> NDArray[np.floating]:
+    """``embeddings * scale + table[positions]``, in the table's dtype, returned in the
+    embeddings' dtype (native byte order, C order).
+
+    Positions are ``offset .. offset+L-1``, or ``position_ids`` of shape ``(L,)`` or
+    ``(batch, L)``. The batch must have passed :func:`check_batch`, and ``table`` must have
+    :func:`rows_needed` rows and ``d_model`` columns. Raises :class:`InvalidParameter` if the
+    batch holds NaN or infinity, or the result overflows its dtype.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a better message
+        return _apply(embeddings, table, scale, offset, position_ids)
+
+
+def _apply(
+    embeddings: NDArray[Any],
+    table: NDArray[np.floating],
+    scale: float,
+    offset: int,
+    position_ids: NDArray[np.intp] | None,
+) -> NDArray[np.floating]:
+    out = np.multiply(embeddings, scale, dtype=table.dtype, order="C")
+    length = embeddings.shape[-2]
+    if position_ids is None:
+        out += table[offset : offset + length]
+    elif position_ids.ndim == 1 or embeddings.ndim == 2:
+        out += table[position_ids]
+    else:  # one sequence at a time: the working copy stays (L, d_model)
+        for row, ids in zip(out, position_ids, strict=True):
+            row += table[ids]
+    target = embeddings.dtype.newbyteorder("=")
+    result: NDArray[np.floating] = out if out.dtype == target else out.astype(target)
+    if not np.isfinite(np.add.reduce(result, axis=None, dtype=np.float64)):
+        _explain_non_finite(embeddings, result)
+    return result
+
+
+def _explain_non_finite(embeddings: NDArray[Any], result: NDArray[np.floating]) -> None:
+    # The sum above can overflow float64 on finite values; only raise on a real NaN or inf.
+    if not np.isfinite(embeddings).all():
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(embeddings))[0])
+        raise InvalidParameter("embeddings", f"hold NaN or infinity, first at {index}", "body")
+    if not np.isfinite(result).all():
+        raise InvalidParameter(
+            "scale", f"the result overflows {result.dtype}: lower scale or use float64", "query"
+        )

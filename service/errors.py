@@ -78,3 +78,23 @@ class MalformedBody(ServiceError):
     status = 400
     title = "Malformed body"
     slug = "malformed-body"
+
+
+class BodyTooLarge(LimitExceeded):
+    """A posted body is over ``PE_MAX_BODY_BYTES``; refused while it is being read."""
+
+    status = 413
+    title = "Content Too Large"
+    slug = "body-too-large"
+
+
+class UnsupportedMediaType(ServiceError):
+    """A posted body's ``Content-Type`` is not one the endpoint reads."""
+
+    status = 415
+    title = "Unsupported Media Type"
+    slug = "unsupported-media-type"
+
+    def __init__(self, content_type: str | None, accepted: list[str]) -> None:
+        shown = "no Content-Type" if not content_type else f"Content-Type {content_type!r}"
+        super().__init__(f"{shown} is not one of {', '.join(accepted)}", accepted=accepted)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from service import codecs
+from service import codecs, core
 from service.cache import TableCache, TableKey
-from service.errors import LimitExceeded
+from service.errors import BodyTooLarge, InvalidParameter, LimitExceeded, UnsupportedMediaType
 from service.problems import PROBLEM_MEDIA_TYPE, problem
 from service.schemas import (
+    ApplyBody,
+    ApplyDocument,
+    ApplyQuery,
     CacheDocument,
     CacheEntry,
     Problem,
@@ -41,18 +45,46 @@ def get_cache(request: Request) -> TableCache:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 CacheDep = Annotated[TableCache, Depends(get_cache)]
 
-_problems: dict[int | str, dict[str, Any]] = {
-    status: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}, "description": description}
-    for status, description in {
-        406: "No offered format is acceptable.",
-        422: "A parameter is invalid or a limit is exceeded.",
-    }.items()
+_PROBLEM_CAUSES = {
+    400: "The body is not readable as its media type.",
+    406: "No offered format is acceptable.",
+    413: "The body is over PE_MAX_BODY_BYTES.",
+    415: "The body's media type is not one the endpoint reads.",
+    422: "A parameter is invalid or a limit is exceeded.",
 }
+
+
+def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the problem responses an operation can give."""
+    return {
+        status: {
+            "model": Problem,
+            "content": {PROBLEM_MEDIA_TYPE: {}},
+            "description": _PROBLEM_CAUSES[status],
+        }
+        for status in statuses
+    }
+
+
+_binary = {"schema": {"type": "string", "format": "binary"}}
 _table_media: dict[str, Any] = {
     "application/json": {},
-    codecs.MEDIA_TYPES["npy"]: {"schema": {"type": "string", "format": "binary"}},
-    codecs.MEDIA_TYPES["raw"]: {"schema": {"type": "string", "format": "binary"}},
+    **{codecs.MEDIA_TYPES[fmt]: _binary for fmt in codecs.TABLE_FORMATS if fmt != "json"},
 }
+
+_apply_media: dict[str, Any] = {
+    "application/json": {},
+    **{codecs.MEDIA_TYPES[fmt]: _binary for fmt in ("npy", "npz", "raw")},
+}
+_apply_body: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": ApplyBody.model_json_schema()},
+        codecs.MEDIA_TYPES["npy"]: _binary,
+        codecs.MEDIA_TYPES["npz"]: _binary,
+    },
+}
+_BODY_TYPES = {codecs.MEDIA_TYPES[fmt]: fmt for fmt in codecs.BODY_FORMATS}
 
 router = APIRouter()
 
@@ -96,7 +128,7 @@ def check_limits(query: TableQuery, fmt: codecs.Format, settings: Settings) -> N
     responses={
         200: {"model": TableDocument, "content": _table_media, "description": "The table."},
         304: {"description": "Not modified: the If-None-Match tag is current."},
-        **_problems,
+        **_problems(406, 422),
     },
 )
 async def get_table(
@@ -128,6 +160,97 @@ async def get_table(
     else:
         encoded, body = await run_in_threadpool(codecs.encode, fmt, query.describe(), block)
     return Response(body, headers={**headers, **encoded})
+
+
+def body_format(content_type: str | None) -> codecs.BodyFormat:
+    """The body format a ``Content-Type`` names; 415 for any other."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media not in _BODY_TYPES:
+        raise UnsupportedMediaType(content_type, list(_BODY_TYPES))
+    return _BODY_TYPES[media]
+
+
+async def read_body(request: Request, limit: int) -> bytearray:
+    """The request body, refused with 413 as soon as it is known to pass ``limit``: from
+    ``Content-Length`` before reading, or while reading a chunked body."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge("the request body", int(declared), limit, "PE_MAX_BODY_BYTES")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise BodyTooLarge("the request body (at least)", len(body), limit, "PE_MAX_BODY_BYTES")
+    return body
+
+
+def apply_batch(
+    body: bytearray,
+    kind: codecs.BodyFormat,
+    fmt: codecs.Format,
+    query: ApplyQuery,
+    cache: TableCache,
+    settings: Settings,
+) -> tuple[codecs.Headers, bytes]:
+    """Decode, check, apply, encode: the whole of an apply, run in a worker thread."""
+    if kind == "npy":
+        embeddings, ids = codecs.decode_npy(body), None
+    elif kind == "npz":
+        embeddings, ids = codecs.decode_npz(body, settings.max_body_bytes)
+    else:
+        embeddings, ids = codecs.decode_json(body, settings.max_json_elements)
+    positions = core.check_batch(embeddings, ids)
+    rows = core.rows_needed(embeddings, query.offset, positions)
+    if query.max_len is not None and rows > query.max_len:
+        raise InvalidParameter(
+            "max_len", f"position {rows - 1} is not below max_len ({query.max_len})"
+        )
+    d_model = int(embeddings.shape[-1])
+    if rows * d_model > settings.max_elements:
+        raise LimitExceeded(
+            "the table the positions need (rows × d_model)",
+            rows * d_model,
+            settings.max_elements,
+            "PE_MAX_ELEMENTS",
+        )
+    if fmt == "json" and embeddings.size > settings.max_json_elements:
+        raise LimitExceeded(
+            "the JSON response's element count",
+            embeddings.size,
+            settings.max_json_elements,
+            "PE_MAX_JSON_ELEMENTS; ask for format=npy",
+        )
+    key = TableKey(d_model, query.base, query.layout, core.compute_dtype(embeddings))
+    scale = math.sqrt(d_model) if query.scale is None else query.scale
+    result = core.apply(embeddings, cache.get(key, rows), scale, query.offset, positions)
+    fields = {"dtype": result.dtype.name, "shape": list(result.shape)}
+    return codecs.encode(fmt, fields, result, key="embeddings")
+
+
+@router.post(
+    "/v1/encodings/sinusoidal/apply",
+    operation_id="applySinusoidal",
+    summary="X * scale + PE[positions] for a posted embedding batch.",
+    response_class=Response,
+    openapi_extra={"requestBody": _apply_body},
+    responses={
+        200: {"model": ApplyDocument, "content": _apply_media, "description": "The result."},
+        **_problems(400, 406, 413, 415, 422),
+    },
+)
+async def apply(
+    query: Annotated[ApplyQuery, Query()],
+    request: Request,
+    cache: CacheDep,
+    settings: SettingsDep,
+) -> Response:
+    """X * scale + PE[positions] for a posted embedding batch."""
+    kind = body_format(request.headers.get("content-type"))
+    others = tuple(fmt for fmt in codecs.FORMATS if fmt != kind)
+    fmt = query.format or codecs.negotiate(request.headers.get("accept"), (kind, *others))
+    body = await read_body(request, settings.max_body_bytes)
+    headers, content = await run_in_threadpool(apply_batch, body, kind, fmt, query, cache, settings)
+    return Response(content, headers={**headers, "cache-control": "no-store"})
 
 
 @router.get(

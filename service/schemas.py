@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from service.codecs import Format
+from service.codecs import Format, TableFormat
 from service.core import DEFAULT_BASE, DType, Layout
 
 
@@ -55,7 +55,7 @@ class TableQuery(BaseModel):
     dim_stop: int | None = Field(
         None, ge=1, description="Column after the last returned; default d_model."
     )
-    format: Format | None = Field(
+    format: TableFormat | None = Field(
         None, description="json, npy or raw; when absent the Accept header decides."
     )
 
@@ -105,6 +105,44 @@ class TableQuery(BaseModel):
             "dim_stop": self.col_stop,
             "shape": list(self.shape),
         }
+
+
+class ApplyQuery(BaseModel):
+    """How to apply the encoding to a posted batch; ``d_model`` is the batch's last axis."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: float = Field(DEFAULT_BASE, gt=1, allow_inf_nan=False, description="As for tables.")
+    layout: Layout = Field("interleaved", description="As for tables.")
+    scale: float | None = Field(
+        None, allow_inf_nan=False, description="Factor on the embeddings; default sqrt(d_model)."
+    )
+    offset: int = Field(0, ge=0, description="Position of the first row when no position_ids.")
+    max_len: int | None = Field(
+        None, ge=1, description="When given, every position must be below it."
+    )
+    format: Format | None = Field(
+        None,
+        description="json, npy, npz or raw; when absent, Accept decides, else the body's format.",
+    )
+
+
+class ApplyDocument(BaseModel):
+    """The result of an apply as JSON."""
+
+    dtype: DType
+    shape: list[int]
+    embeddings: list[Any] = Field(description="X * scale + PE, nested like the input.")
+
+
+class ApplyBody(BaseModel):
+    """The JSON request body of an apply."""
+
+    embeddings: list[Any] = Field(description="(L, d_model) or (batch, L, d_model) numbers.")
+    position_ids: list[Any] | None = Field(
+        None, description="(L,) or (batch, L) non-negative integers; default offset .. offset+L-1."
+    )
+    dtype: DType = Field("float32", description="Element type of the embeddings and result.")
 
 
 class TableDocument(BaseModel):

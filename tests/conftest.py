@@ -21,7 +21,12 @@ from service.main import create_app
 from service.settings import Settings
 
 # Limits small enough that tests can cross them cheaply.
-SMALL_LIMITS = {"max_elements": 100_000, "max_json_elements": 1_000, "cache_bytes": 200_000}
+SMALL_LIMITS = {
+    "max_elements": 100_000,
+    "max_json_elements": 1_000,
+    "cache_bytes": 200_000,
+    "max_body_bytes": 100_000,
+}
 SMALL = {f"PE_{name.upper()}": str(value) for name, value in SMALL_LIMITS.items()}
 
 
