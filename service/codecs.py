@@ -6,6 +6,7 @@ Encoders are pure functions returning ``(headers, body)``; decoders never unpick
 from __future__ import annotations
 
 import functools
+import gzip
 import io
 import math
 import re
@@ -47,16 +48,12 @@ _BODY_SETTING: Final = "PE_MAX_BODY_BYTES"
 _NOT_NUMBERS: Final = re.compile(rb"\b(?:true|false|null)\b")
 
 
-def _accept_ranges(accept: str) -> list[tuple[str, float]]:
-    """``(media range, q)`` for each well-formed entry of an ``Accept`` header, in order."""
-    ranges = []
-    for entry in accept.split(","):
-        media, *params = (part.strip() for part in entry.split(";"))
-        media = media.lower()
-        if media == "*":
-            media = "*/*"
-        if media.count("/") != 1:
-            continue
+def _weighted(header: str) -> list[tuple[str, float]]:
+    """``(token, q)`` for each entry of an ``Accept``-style header, lower-cased, in order;
+    a malformed ``q`` counts as 0."""
+    entries = []
+    for entry in header.split(","):
+        token, *params = (part.strip() for part in entry.split(";"))
         q = 1.0
         for param in params:
             name, _, value = param.partition("=")
@@ -65,8 +62,15 @@ def _accept_ranges(accept: str) -> list[tuple[str, float]]:
                     q = min(max(float(value), 0.0), 1.0)
                 except ValueError:
                     q = 0.0
-        ranges.append((media, q))
-    return ranges
+        if token:
+            entries.append((token.lower(), q))
+    return entries
+
+
+def _accept_ranges(accept: str) -> list[tuple[str, float]]:
+    """``(media range, q)`` for each well-formed entry of an ``Accept`` header, in order."""
+    ranges = [("*/*" if media == "*" else media, q) for media, q in _weighted(accept)]
+    return [(media, q) for media, q in ranges if media.count("/") == 1]
 
 
 def _preference(media_type: str, ranges: list[tuple[str, float]]) -> tuple[float, int]:
@@ -161,6 +165,17 @@ def encode_json(
     document = {**fields, key: _json_rows(array)}
     body = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
     return {"content-type": MEDIA_TYPES["json"]}, body
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether an ``Accept-Encoding`` header admits gzip (by name, or by ``*``)."""
+    q = dict(_weighted(accept_encoding or ""))
+    return q.get("gzip", q.get("x-gzip", q.get("*", 0.0))) > 0
+
+
+def gzipped(headers: Headers, body: bytes) -> tuple[Headers, bytes]:
+    """``body`` gzip-compressed, with ``Content-Encoding: gzip``."""
+    return {**headers, "content-encoding": "gzip"}, gzip.compress(body, compresslevel=6, mtime=0)
 
 
 def encode_npz(array: NDArray[Any]) -> tuple[Headers, bytes]:

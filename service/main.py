@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from service import problems, routes
 from service.cache import TableCache, TableKey
 from service.settings import Settings
+from service.telemetry import Telemetry, TelemetryMiddleware
 
 logger = logging.getLogger("service")
 
@@ -53,6 +54,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.telemetry = telemetry = Telemetry(lambda: getattr(app.state, "cache", None))
+    app.add_middleware(
+        TelemetryMiddleware, telemetry=telemetry, json_logs=settings.log_format == "json"
+    )
     problems.install(app)
     app.include_router(routes.router)
     return app

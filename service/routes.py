@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
-from service import codecs, core
+from service import batches, codecs
 from service.cache import TableCache, TableKey
-from service.errors import BodyTooLarge, InvalidParameter, LimitExceeded, UnsupportedMediaType
+from service.errors import BodyTooLarge, LimitExceeded, UnsupportedMediaType
 from service.problems import PROBLEM_MEDIA_TYPE, problem
 from service.schemas import (
     ApplyBody,
@@ -30,8 +30,10 @@ from service.settings import Settings
 TABLE_REVISION = "1"
 IMMUTABLE = "public, max-age=31536000, immutable"
 # Encoding a block this large would hold up the event loop for a noticeable time.
-_INLINE_JSON_ELEMENTS = 1 << 14
+_INLINE_JSON_ELEMENTS = 1 << 12
 _INLINE_BINARY_BYTES = 4 << 20
+# Smaller JSON tables are not worth compressing.
+_GZIP_MIN_ELEMENTS = 64
 
 
 def get_settings(request: Request) -> Settings:
@@ -84,16 +86,30 @@ _apply_body: dict[str, Any] = {
         codecs.MEDIA_TYPES["npz"]: _binary,
     },
 }
+_table_headers = {
+    name: {"description": text, "schema": {"type": "string"}}
+    for name, text in {
+        "ETag": "Strong validator; send it back in If-None-Match for a 304.",
+        "Cache-Control": "public, max-age=31536000, immutable: tables never change.",
+        "X-Shape": "raw only: rows,cols of the block.",
+        "X-Dtype": "raw only: float32, float64 or float16.",
+    }.items()
+}
 _BODY_TYPES = {codecs.MEDIA_TYPES[fmt]: fmt for fmt in codecs.BODY_FORMATS}
 
 router = APIRouter()
 
 
-def table_etag(query: TableQuery, fmt: codecs.Format) -> str:
+def table_etag(query: TableQuery, fmt: codecs.Format, gzip: bool) -> str:
     """A strong validator: the response bytes are a pure function of these values."""
     fields = query.describe()
     canonical = "|".join(
-        [TABLE_REVISION, fmt, *(f"{name}={fields[name]!r}" for name in sorted(fields))]
+        [
+            TABLE_REVISION,
+            fmt,
+            "gzip" if gzip else "identity",
+            *(f"{name}={fields[name]!r}" for name in sorted(fields)),
+        ]
     )
     return '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'
 
@@ -126,7 +142,12 @@ def check_limits(query: TableQuery, fmt: codecs.Format, settings: Settings) -> N
     summary="A sinusoidal positional-encoding table, or a block of it.",
     response_class=Response,
     responses={
-        200: {"model": TableDocument, "content": _table_media, "description": "The table."},
+        200: {
+            "model": TableDocument,
+            "content": _table_media,
+            "description": "The table.",
+            "headers": _table_headers,
+        },
         304: {"description": "Not modified: the If-None-Match tag is current."},
         **_problems(406, 422),
     },
@@ -140,9 +161,20 @@ async def get_table(
     """A sinusoidal positional-encoding table, or a block of it."""
     fmt = query.format or codecs.negotiate(request.headers.get("accept"))
     check_limits(query, fmt, settings)
-    headers = {"etag": table_etag(query, fmt), "cache-control": IMMUTABLE}
-    if query.format is None:
-        headers["vary"] = "Accept"
+    rows, cols = query.shape
+    gzip = (
+        fmt == "json"
+        and rows * cols >= _GZIP_MIN_ELEMENTS
+        and codecs.accepts_gzip(request.headers.get("accept-encoding"))
+    )
+    headers = {"etag": table_etag(query, fmt, gzip), "cache-control": IMMUTABLE}
+    vary = [
+        name
+        for name, varies in [("Accept", query.format is None), ("Accept-Encoding", fmt == "json")]
+        if varies
+    ]
+    if vary:
+        headers["vary"] = ", ".join(vary)
     if matches(request.headers.get("if-none-match"), headers["etag"]):
         return Response(status_code=304, headers=headers)
     key = TableKey(query.d_model, query.base, query.layout, query.dtype)
@@ -155,10 +187,11 @@ async def get_table(
         if fmt == "json"
         else block.nbytes <= _INLINE_BINARY_BYTES
     )
+    encode = batches.encode_block
     if inline:
-        encoded, body = codecs.encode(fmt, query.describe(), block)
+        encoded, body = encode(fmt, query.describe(), block, gzip=gzip)
     else:
-        encoded, body = await run_in_threadpool(codecs.encode, fmt, query.describe(), block)
+        encoded, body = await run_in_threadpool(encode, fmt, query.describe(), block, gzip=gzip)
     return Response(body, headers={**headers, **encoded})
 
 
@@ -184,49 +217,6 @@ async def read_body(request: Request, limit: int) -> bytearray:
     return body
 
 
-def apply_batch(
-    body: bytearray,
-    kind: codecs.BodyFormat,
-    fmt: codecs.Format,
-    query: ApplyQuery,
-    cache: TableCache,
-    settings: Settings,
-) -> tuple[codecs.Headers, bytes]:
-    """Decode, check, apply, encode: the whole of an apply, run in a worker thread."""
-    if kind == "npy":
-        embeddings, ids = codecs.decode_npy(body), None
-    elif kind == "npz":
-        embeddings, ids = codecs.decode_npz(body, settings.max_body_bytes)
-    else:
-        embeddings, ids = codecs.decode_json(body, settings.max_json_elements)
-    positions = core.check_batch(embeddings, ids)
-    rows = core.rows_needed(embeddings, query.offset, positions)
-    if query.max_len is not None and rows > query.max_len:
-        raise InvalidParameter(
-            "max_len", f"position {rows - 1} is not below max_len ({query.max_len})"
-        )
-    d_model = int(embeddings.shape[-1])
-    if rows * d_model > settings.max_elements:
-        raise LimitExceeded(
-            "the table the positions need (rows × d_model)",
-            rows * d_model,
-            settings.max_elements,
-            "PE_MAX_ELEMENTS",
-        )
-    if fmt == "json" and embeddings.size > settings.max_json_elements:
-        raise LimitExceeded(
-            "the JSON response's element count",
-            embeddings.size,
-            settings.max_json_elements,
-            "PE_MAX_JSON_ELEMENTS; ask for format=npy",
-        )
-    key = TableKey(d_model, query.base, query.layout, core.compute_dtype(embeddings))
-    scale = math.sqrt(d_model) if query.scale is None else query.scale
-    result = core.apply(embeddings, cache.get(key, rows), scale, query.offset, positions)
-    fields = {"dtype": result.dtype.name, "shape": list(result.shape)}
-    return codecs.encode(fmt, fields, result, key="embeddings")
-
-
 @router.post(
     "/v1/encodings/sinusoidal/apply",
     operation_id="applySinusoidal",
@@ -248,8 +238,11 @@ async def apply(
     kind = body_format(request.headers.get("content-type"))
     others = tuple(fmt for fmt in codecs.FORMATS if fmt != kind)
     fmt = query.format or codecs.negotiate(request.headers.get("accept"), (kind, *others))
+    gzip = fmt == "json" and codecs.accepts_gzip(request.headers.get("accept-encoding"))
     body = await read_body(request, settings.max_body_bytes)
-    headers, content = await run_in_threadpool(apply_batch, body, kind, fmt, query, cache, settings)
+    headers, content = await run_in_threadpool(
+        batches.apply_batch, body, kind, fmt, query, cache, settings, gzip
+    )
     return Response(content, headers={**headers, "cache-control": "no-store"})
 
 
@@ -281,6 +274,19 @@ async def get_cache_stats(cache: CacheDep, response: Response) -> CacheDocument:
             for entry in stats.entries
         ],
     )
+
+
+@router.get(
+    "/metrics",
+    operation_id="getMetrics",
+    summary="Prometheus metrics: requests by route and status, latency, the cache.",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+)
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics: requests by route and status, latency, the cache."""
+    registry = request.app.state.telemetry.registry
+    return Response(generate_latest(registry), headers={"content-type": CONTENT_TYPE_LATEST})
 
 
 @router.get("/healthz", operation_id="getHealth", summary="Liveness: the process answers.")

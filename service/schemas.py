@@ -34,7 +34,11 @@ class TableQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_len: int = Field(ge=1, description="Rows in the table: positions 0 .. max_len-1.")
+    max_len: int = Field(
+        ge=1,
+        description="Rows in the table: positions 0 .. max_len-1. "
+        "max_len × d_model is at most PE_MAX_ELEMENTS (default 2^26).",
+    )
     d_model: int = Field(ge=1, description="Columns: the model's embedding width.")
     base: float = Field(
         DEFAULT_BASE,

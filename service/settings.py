@@ -68,6 +68,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64 * MiB, ge=1)
     preload: str = ""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    log_format: Literal["text", "json"] = "text"
+    shutdown_timeout: int = Field(30, ge=0)
 
     @field_validator("preload")
     @classmethod

@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,13 +39,17 @@ def free_port() -> int:
 
 @contextmanager
 def running(
-    env: dict[str, str] | None = None, command: list[str] | None = None, ready: str = "/healthz"
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    ready: str = "/healthz",
+    log_path: Path | None = None,
 ) -> Iterator[str]:
-    """A real service process on a free loopback port; yields its base URL."""
+    """A real service process on a free loopback port; yields its base URL. Its output
+    goes to ``log_path`` if given."""
     port = free_port()
     full_env = {**os.environ, "PE_HOST": "127.0.0.1", "PE_PORT": str(port), **(env or {})}
     argv = command or [sys.executable, "-m", "service"]
-    with tempfile.TemporaryFile() as log:
+    with log_path.open("w+b") if log_path else tempfile.TemporaryFile() as log:
         process = subprocess.Popen(argv, env=full_env, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:

@@ -1,0 +1,81 @@
+"""The committed OpenAPI document is the app's, and it says what clients need."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.main import create_app
+from service.settings import Settings
+
+SPEC_FILE = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture(scope="module")
+def spec() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(SPEC_FILE.read_text())
+    return document
+
+
+def operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(path, method, op) for path, ops in spec["paths"].items() for method, op in ops.items()]
+
+
+def test_the_committed_document_is_the_apps(spec: dict[str, Any]) -> None:
+    """Regenerate with: .venv/bin/python -m service openapi > openapi/openapi.json"""
+    generated = json.loads(json.dumps(create_app(Settings()).openapi()))
+    assert generated == spec
+
+
+def test_every_operation_has_a_stable_id_and_a_summary(spec: dict[str, Any]) -> None:
+    ids = [op["operationId"] for _, _, op in operations(spec)]
+    assert len(ids) == len(set(ids))
+    assert all(op["operationId"].isidentifier() for _, _, op in operations(spec))
+    assert all(op["summary"] for _, _, op in operations(spec))
+    assert set(ids) >= {"getSinusoidalTable", "applySinusoidal", "getCacheStats", "getMetrics"}
+
+
+def test_the_table_operation(spec: dict[str, Any]) -> None:
+    op = spec["paths"]["/v1/encodings/sinusoidal"]["get"]
+    assert set(op["responses"]["200"]["content"]) == {
+        "application/json",
+        "application/x-npy",
+        "application/octet-stream",
+    }
+    assert {"ETag", "X-Shape", "X-Dtype"} <= set(op["responses"]["200"]["headers"])
+    for status in ("406", "422"):
+        assert PROBLEM in op["responses"][status]["content"]
+    bounds = {p["name"]: p["schema"] for p in op["parameters"]}
+    assert bounds["max_len"]["minimum"] == bounds["d_model"]["minimum"] == 1
+    assert bounds["base"]["exclusiveMinimum"] == 1
+    assert bounds["start"]["minimum"] == bounds["dim_start"]["minimum"] == 0
+    assert bounds["dtype"]["enum"] == ["float32", "float64", "float16"]
+
+
+def test_the_apply_operation(spec: dict[str, Any]) -> None:
+    op = spec["paths"]["/v1/encodings/sinusoidal/apply"]["post"]
+    assert set(op["requestBody"]["content"]) == {
+        "application/json",
+        "application/x-npy",
+        "application/x-npz",
+    }
+    assert set(op["responses"]["200"]["content"]) == {
+        "application/json",
+        "application/x-npy",
+        "application/x-npz",
+        "application/octet-stream",
+    }
+    for status in ("400", "406", "413", "415", "422"):
+        assert PROBLEM in op["responses"][status]["content"]
+    assert {p["name"] for p in op["parameters"]} == {
+        "base",
+        "layout",
+        "scale",
+        "offset",
+        "max_len",
+        "format",
+    }
