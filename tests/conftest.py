@@ -46,6 +46,18 @@ def running(
 ) -> Iterator[str]:
     """A real service process on a free loopback port; yields its base URL. Its output
     goes to ``log_path`` if given."""
+    with serving(env, command, ready, log_path) as (url, _):
+        yield url
+
+
+@contextmanager
+def serving(
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    ready: str = "/healthz",
+    log_path: Path | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`running`, yielding the process too."""
     port = free_port()
     full_env = {**os.environ, "PE_HOST": "127.0.0.1", "PE_PORT": str(port), **(env or {})}
     argv = command or [sys.executable, "-m", "service"]
@@ -54,7 +66,7 @@ def running(
         url = f"http://127.0.0.1:{port}"
         try:
             _wait_for(url + ready, process, log)
-            yield url
+            yield url, process
         finally:
             process.send_signal(signal.SIGTERM)
             try:
