@@ -9,13 +9,13 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 import numpy as np
 import orjson
 import pytest
 from numpy.typing import NDArray
 
 from service import codecs, core
+from service.client import Client
 from service.errors import InvalidParameter
 from tests import oracle
 
@@ -583,12 +583,8 @@ def test_a_chunked_body_is_cut_off_at_the_limit(small_live_url: str) -> None:
 def test_sixteen_concurrent_applies_are_correct_and_independent(live_url: str) -> None:
     def one(seed: int) -> tuple[NDArray[Any], NDArray[Any]]:
         x = batch((4, 64, 32), "float32", seed=seed)
-        with httpx.Client(base_url=live_url, timeout=60) as client:
-            response = client.post(
-                f"{APPLY}?offset={seed}&scale={seed}", content=codecs.encode_npy(x)[1], headers=NPY
-            )
-        assert response.status_code == 200
-        return x, load(response)
+        with Client(live_url) as client:  # one connection each: really concurrent
+            return x, client.apply(x, offset=seed, scale=seed)
 
     with ThreadPoolExecutor(16) as pool:
         results = list(pool.map(one, range(16)))
