@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import decimal
 import functools
+import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Literal, get_args
 
 import numpy as np
@@ -31,6 +34,9 @@ Float64Array = NDArray[np.float64]
 _SPLITTER: Final = 134217729.0  # 2^27 + 1: Dekker's split into two 26-bit halves
 _EXACT_POSITIONS: Final = 1 << 27  # below this a position is its own high half
 _CHUNK_ELEMENTS: Final = 1 << 16  # float64 temporaries stay in cache and memory stays flat
+_BLOCK: Final = 64  # positions per exact base angle in _fill_by_blocks
+_BLOCKED_PAIRS: Final = 1 << 14  # wider tables: the per-block offsets would be too large
+_PARALLEL_ELEMENTS: Final = 1 << 20  # smaller tables are not worth a thread hand-off
 
 
 def _split(x: Float64Array) -> tuple[Float64Array, Float64Array]:
@@ -126,25 +132,102 @@ def encoding(
     ``(stop - start, d_model)``, C order, in ``dtype``.
 
     The rows do not depend on the table's length, so a table of ``max_len`` rows is
-    ``encoding(0, max_len, ...)`` and any slice of it can be computed on its own.
+    ``encoding(0, max_len, ...)``; any slice of it can be computed on its own and is
+    bit-identical to the same rows of the whole table.
     """
     _check(start, stop, d_model, base, layout, dtype)
     w_hi, w_lo = frequencies(d_model, base)
     pairs = w_hi.shape[0]
-    cosines = d_model // 2
     out = np.empty((stop - start, d_model), dtype=dtype)
     if layout == "interleaved":
         sin_cols, cos_cols = out[:, 0::2], out[:, 1::2]
     else:
         sin_cols, cos_cols = out[:, :pairs], out[:, pairs:]
-    rows = max(1, _CHUNK_ELEMENTS // pairs)
-    for first in range(0, stop - start, rows):
-        last = min(first + rows, stop - start)
-        positions = np.arange(start + first, start + last, dtype=np.float64)
-        s, c = _sincos(positions, w_hi, w_lo)
-        sin_cols[first:last] = s
-        cos_cols[first:last] = c[:, :cosines]
+    fill = _fill_by_blocks if pairs <= _BLOCKED_PAIRS else _fill_directly
+    spans = _spans(start, stop, parts=_workers() if out.size >= _PARALLEL_ELEMENTS else 1)
+    work = [functools.partial(fill, a, b, start, w_hi, w_lo, sin_cols, cos_cols) for a, b in spans]
+    if len(work) == 1:
+        work[0]()
+    else:
+        for future in [_pool().submit(job) for job in work]:
+            future.result()
     return out
+
+
+def _spans(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` consecutive row ranges covering ``start .. stop``, cut at block edges."""
+    edges = [start + (stop - start) * k // parts for k in range(parts + 1)]
+    edges[1:-1] = [max(start, min(stop, e - e % _BLOCK)) for e in edges[1:-1]]
+    return [(a, b) for a, b in itertools.pairwise(edges) if a < b]
+
+
+def _fill_directly(
+    start: int,
+    stop: int,
+    origin: int,
+    w_hi: Float64Array,
+    w_lo: Float64Array,
+    sin_cols: NDArray[np.floating],
+    cos_cols: NDArray[np.floating],
+) -> None:
+    """Rows ``start .. stop`` (of a table whose first row is ``origin``): one exact sine
+    and cosine per angle. For widths too large for :func:`_fill_by_blocks`."""
+    cosines = cos_cols.shape[1]
+    rows = max(1, _CHUNK_ELEMENTS // w_hi.shape[0])
+    for first in range(start, stop, rows):
+        last = min(first + rows, stop)
+        s, c = _sincos(np.arange(first, last, dtype=np.float64), w_hi, w_lo)
+        sin_cols[first - origin : last - origin] = s
+        cos_cols[first - origin : last - origin] = c[:, :cosines]
+
+
+def _fill_by_blocks(
+    start: int,
+    stop: int,
+    origin: int,
+    w_hi: Float64Array,
+    w_lo: Float64Array,
+    sin_cols: NDArray[np.floating],
+    cos_cols: NDArray[np.floating],
+) -> None:
+    """Rows ``start .. stop`` by angle addition: position ``p = B*b + q`` (``B`` = 64) has
+    ``sin(pw) = sin(Bbw) cos(qw) + cos(Bbw) sin(qw)`` and ``cos(pw) = cos(Bbw) cos(qw) -
+    sin(Bbw) sin(qw)``, with both angles exact. Only ``(rows/B + B) * pairs`` sines and
+    cosines are computed instead of ``rows * pairs``; each entry costs two products and a
+    sum, within 3e-16 of the exact value. Blocks are aligned to absolute positions, so an
+    entry's bits depend on its position only, never on the rows requested with it."""
+    cosines = cos_cols.shape[1]
+    first_block, last_block = start // _BLOCK, (stop - 1) // _BLOCK
+    q_lo = start - first_block * _BLOCK if first_block == last_block else 0
+    q_hi = stop - last_block * _BLOCK if first_block == last_block else _BLOCK
+    s_q, c_q = _sincos(np.arange(q_lo, q_hi, dtype=np.float64), w_hi, w_lo)
+    blocks = np.arange(first_block, last_block + 1, dtype=np.float64) * _BLOCK
+    s_b, c_b = _sincos(blocks, w_hi, w_lo)
+    left = np.empty_like(s_q)
+    right = np.empty_like(s_q)
+    for j in range(len(blocks)):
+        block = (first_block + j) * _BLOCK
+        lo, hi = max(start, block), min(stop, block + _BLOCK)
+        q = slice(lo - block - q_lo, hi - block - q_lo)
+        rows = slice(lo - origin, hi - origin)
+        a, b = left[: hi - lo], right[: hi - lo]
+        np.multiply(c_q[q], s_b[j], out=a)
+        np.multiply(s_q[q], c_b[j], out=b)
+        np.add(a, b, out=sin_cols[rows])
+        np.multiply(c_q[q], c_b[j], out=a)
+        np.multiply(s_q[q], s_b[j], out=b)
+        np.subtract(a[:, :cosines], b[:, :cosines], out=cos_cols[rows])
+
+
+@functools.cache
+def _workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """Threads for large tables: numpy releases the GIL, so they use every core."""
+    return ThreadPoolExecutor(_workers(), thread_name_prefix="pe-core")
 
 
 def _check(start: int, stop: int, d_model: int, base: float, layout: str, dtype: str) -> None:

@@ -149,3 +149,29 @@ def test_invalid_arguments_name_the_parameter(args: tuple[object, ...], name: st
         core.encoding(*args)  # type: ignore[arg-type]
     assert caught.value.name == name
     assert caught.value.status == 422
+
+
+@pytest.mark.parametrize(
+    ("start", "stop"),
+    [(0, 1), (5, 6), (63, 65), (64, 128), (60, 200), (127, 129), (1, 999), (640, 641)],
+)
+def test_any_slice_is_bit_identical_to_the_whole_table(start: int, stop: int) -> None:
+    """Blocks of the angle-addition path are aligned to absolute positions."""
+    whole = core.encoding(0, 1000, 30, dtype="float64")
+    assert np.array_equal(core.encoding(start, stop, 30, dtype="float64"), whole[start:stop])
+
+
+def test_parallel_and_serial_computation_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    parallel = core.encoding(3, 4099, 512)
+    assert parallel.size >= core._PARALLEL_ELEMENTS
+    monkeypatch.setattr(core, "_PARALLEL_ELEMENTS", 1 << 62)
+    assert np.array_equal(core.encoding(3, 4099, 512), parallel)
+
+
+def test_very_wide_tables_are_exact_too() -> None:
+    """Past 2^15 columns each angle gets its own sine and cosine (no block offsets)."""
+    d_model = 2 * core._BLOCKED_PAIRS + 3
+    table = core.encoding(70, 73, d_model, dtype="float64")
+    for r, k in [(0, 0), (1, 1), (2, 5000), (0, d_model - 1), (1, d_model - 2), (2, 32770)]:
+        assert oracle.exact_error(table[r, k], 70 + r, k, d_model, 10000.0) <= F64_BOUND
+    assert np.array_equal(core.encoding(71, 72, d_model, dtype="float64"), table[1:2])
