@@ -7,14 +7,19 @@ rows computes only the missing ones. Concurrent misses on one key compute it onc
 
 A table whose size alone is over the budget is computed and returned but not kept
 (counted as ``uncached``); requests that arrive while it is being computed share it.
+
+The same budget and LRU order also hold *responses*: any value with an ``nbytes`` (the
+encoded bytes of a hot table answer), stored with :meth:`TableCache.remember` under a key
+of its own and found with :meth:`TableCache.recall`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +40,11 @@ class TableKey:
 
 
 Compute = Callable[[TableKey, int, int], Table]
+
+
+class Sized(Protocol):
+    @property
+    def nbytes(self) -> int: ...
 
 
 def compute_rows(key: TableKey, start: int, stop: int) -> Table:
@@ -58,6 +68,9 @@ class CacheStats:
     evictions: int
     uncached: int
     entries: list[EntryStats] = field(default_factory=list)
+    responses: int = 0
+    response_bytes: int = 0
+    response_hits: int = 0
 
 
 @dataclass(slots=True)
@@ -76,13 +89,14 @@ class TableCache:
         self.budget_bytes = budget_bytes
         self._compute = compute
         self._lock = threading.Lock()
-        self._entries: OrderedDict[TableKey, Table] = OrderedDict()
+        self._entries: OrderedDict[Hashable, Sized] = OrderedDict()
         self._flights: dict[TableKey, _Flight] = {}
         self._bytes = 0
         self._hits = 0
         self._misses = 0
         self._evictions = 0
         self._uncached = 0
+        self._response_hits = 0
 
     def peek(self, key: TableKey, rows: int) -> Table | None:
         """The cached table if it has at least ``rows`` rows (a hit), else ``None``.
@@ -120,7 +134,8 @@ class TableCache:
                 table = flight.result
             if table is not None:
                 return table
-            prefix = self._entries.get(key)
+            stored = self._entries.get(key)
+            prefix = stored if isinstance(stored, np.ndarray) else None
             self._misses += 1
         have = 0 if prefix is None else len(prefix)
         rest = self._compute(key, have, rows)
@@ -131,15 +146,30 @@ class TableCache:
             self._store(key, table)
         return table
 
+    def remember(self, key: Hashable, value: Sized) -> None:
+        """Keep ``value`` (not a table) under ``key``, within the same budget."""
+        if value.nbytes <= self.budget_bytes:
+            with self._lock:
+                self._store(key, value)
+
+    def recall(self, key: Hashable) -> Sized | None:
+        """The value :meth:`remember` kept under ``key``, if it is still there."""
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+                self._response_hits += 1
+            return value
+
     def _hit(self, key: TableKey, rows: int) -> Table | None:
         table = self._entries.get(key)
-        if table is None or len(table) < rows:
+        if not isinstance(table, np.ndarray) or len(table) < rows:
             return None
         self._entries.move_to_end(key)
         self._hits += 1
         return table
 
-    def _store(self, key: TableKey, table: Table) -> None:
+    def _store(self, key: Hashable, table: Sized) -> None:
         if table.nbytes > self.budget_bytes:
             self._uncached += 1
             return
@@ -156,6 +186,8 @@ class TableCache:
     def stats(self) -> CacheStats:
         """A consistent snapshot; entries from least to most recently used."""
         with self._lock:
+            tables = [(k, v) for k, v in self._entries.items() if isinstance(v, np.ndarray)]
+            responses = [v.nbytes for v in self._entries.values() if not isinstance(v, np.ndarray)]
             return CacheStats(
                 budget_bytes=self.budget_bytes,
                 bytes=self._bytes,
@@ -163,5 +195,10 @@ class TableCache:
                 misses=self._misses,
                 evictions=self._evictions,
                 uncached=self._uncached,
-                entries=[EntryStats(k, len(t), t.nbytes) for k, t in self._entries.items()],
+                entries=[
+                    EntryStats(k, len(t), t.nbytes) for k, t in tables if isinstance(k, TableKey)
+                ],
+                responses=len(responses),
+                response_bytes=sum(responses),
+                response_hits=self._response_hits,
             )

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import problems, routes
 from service.cache import TableCache, TableKey
+from service.hot import HotResponses
 from service.settings import Settings
 from service.telemetry import Telemetry, TelemetryMiddleware
 
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.telemetry = telemetry = Telemetry(lambda: getattr(app.state, "cache", None))
+    app.add_middleware(HotResponses, cache=lambda: app.state.cache)
     app.add_middleware(
         TelemetryMiddleware, telemetry=telemetry, json_logs=settings.log_format == "json"
     )

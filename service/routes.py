@@ -26,6 +26,7 @@ from service.schemas import (
 )
 from service.settings import Settings
 
+TABLE_PATH = "/v1/encodings/sinusoidal"
 # Bump when the bytes of any table response change for the same parameters.
 TABLE_REVISION = "1"
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -137,7 +138,7 @@ def check_limits(query: TableQuery, fmt: codecs.Format, settings: Settings) -> N
 
 
 @router.get(
-    "/v1/encodings/sinusoidal",
+    TABLE_PATH,
     operation_id="getSinusoidalTable",
     summary="A sinusoidal positional-encoding table, or a block of it.",
     response_class=Response,
@@ -262,6 +263,9 @@ async def get_cache_stats(cache: CacheDep, response: Response) -> CacheDocument:
         misses=stats.misses,
         evictions=stats.evictions,
         uncached=stats.uncached,
+        responses=stats.responses,
+        response_bytes=stats.response_bytes,
+        response_hits=stats.response_hits,
         entries=[
             CacheEntry(
                 d_model=entry.key.d_model,

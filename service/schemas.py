@@ -184,6 +184,9 @@ class CacheDocument(BaseModel):
     evictions: int
     uncached: int = Field(description="Tables computed but not kept: each over the budget.")
     entries: list[CacheEntry]
+    responses: int = Field(description="Encoded table answers kept to replay.")
+    response_bytes: int = Field(description="Their bytes, counted in the same budget.")
+    response_hits: int = Field(description="Requests answered by replaying one.")
 
 
 class Status(BaseModel):

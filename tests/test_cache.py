@@ -139,3 +139,26 @@ def test_a_failed_computation_is_not_cached_and_is_retried() -> None:
     assert cache.get(key(), 5).shape == (5, 8)
     assert len(compute.calls) == 2
     assert cache.stats().misses == 2
+
+
+class Blob:
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+
+
+def test_other_values_share_the_budget_and_the_lru_order() -> None:
+    cache = TableCache(1000)
+    cache.remember(("r", 1), Blob(400))
+    cache.get(key(4), 10)  # 160 bytes
+    cache.remember(("r", 2), Blob(400))
+    assert cache.recall(("r", 1)) is not None  # now the most recent
+    cache.remember(("r", 3), Blob(300))  # evicts the table, then r2: least recently used
+    stats = cache.stats()
+    assert stats.entries == []
+    assert (stats.responses, stats.response_bytes, stats.bytes) == (2, 700, 700)
+    assert (stats.evictions, stats.response_hits) == (2, 1)
+    assert cache.recall(("r", 2)) is None
+    assert cache.recall(("r", 1)) is not None
+    cache.remember(("r", 4), Blob(2000))  # over the whole budget: not kept
+    assert cache.recall(("r", 4)) is None
+    assert cache.get(key(4), 10) is not None  # a table under a response key never collides
