@@ -95,7 +95,8 @@ def main(runs: int) -> None:
 
         def post(body: bytes, kind: str) -> Callable[[], int]:
             def step() -> int:
-                response = client.post(URL, content=body, headers={"content-type": kind})
+                headers = {"content-type": kind, "accept-encoding": "identity"}
+                response = client.post(URL, content=body, headers=headers)
                 response.raise_for_status()
                 return len(body) + len(response.content)
 

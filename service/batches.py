@@ -23,7 +23,7 @@ def apply_batch(
     cache: TableCache,
     settings: Settings,
     gzip: bool = False,
-) -> tuple[codecs.Headers, bytes]:
+) -> tuple[codecs.Headers, bytes | memoryview]:
     """Decode, check, apply, encode: the whole of an apply, run in a worker thread."""
     if kind == "npy":
         embeddings, ids = codecs.decode_npy(body), None
@@ -54,7 +54,12 @@ def apply_batch(
         )
     key = TableKey(d_model, query.base, query.layout, core.compute_dtype(embeddings))
     scale = math.sqrt(d_model) if query.scale is None else query.scale
-    result = core.apply(embeddings, cache.get(key, rows), scale, query.offset, positions)
+    in_place = kind == "npy"  # the batch is a view of our own copy of the body
+    table = cache.get(key, rows)
+    result = core.apply(embeddings, table, scale, query.offset, positions, in_place=in_place)
+    if fmt == "npy" and result is embeddings:
+        # The body is the client's .npy header followed by the result: send it back as is.
+        return {"content-type": codecs.MEDIA_TYPES["npy"]}, memoryview(body)
     fields = {"dtype": result.dtype.name, "shape": list(result.shape)}
     return encode_block(fmt, fields, result, key="embeddings", gzip=gzip)
 

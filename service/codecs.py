@@ -175,7 +175,7 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
 
 def gzipped(headers: Headers, body: bytes) -> tuple[Headers, bytes]:
     """``body`` gzip-compressed, with ``Content-Encoding: gzip``."""
-    return {**headers, "content-encoding": "gzip"}, gzip.compress(body, compresslevel=6, mtime=0)
+    return {**headers, "content-encoding": "gzip"}, gzip.compress(body, compresslevel=1, mtime=0)
 
 
 def encode_npz(array: NDArray[Any]) -> tuple[Headers, bytes]:

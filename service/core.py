@@ -309,27 +309,40 @@ def apply(
     scale: float,
     offset: int = 0,
     position_ids: NDArray[np.intp] | None = None,
+    *,
+    in_place: bool = False,
 ) -> NDArray[np.floating]:
     """``embeddings * scale + table[positions]``, in the table's dtype, returned in the
     embeddings' dtype (native byte order, C order).
 
     Positions are ``offset .. offset+L-1``, or ``position_ids`` of shape ``(L,)`` or
     ``(batch, L)``. The batch must have passed :func:`check_batch`, and ``table`` must have
-    :func:`rows_needed` rows and ``d_model`` columns. Raises :class:`InvalidParameter` if the
-    batch holds NaN or infinity, or the result overflows its dtype.
+    :func:`rows_needed` rows and ``d_model`` columns. With ``in_place``, a writable C-order
+    batch already in the table's dtype is overwritten with the result and returned.
+    Raises :class:`InvalidParameter` if the batch holds NaN or infinity, or the result
+    overflows its dtype.
     """
+    reuse = (
+        in_place
+        and embeddings.dtype == table.dtype
+        and embeddings.flags.writeable
+        and embeddings.flags.c_contiguous
+    )
     with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a better message
-        return _apply(embeddings, table, scale, offset, position_ids)
+        out = np.multiply(
+            embeddings, scale, out=embeddings if reuse else None, dtype=table.dtype, order="C"
+        )
+        return _add_rows(out, embeddings, table, offset, position_ids, reuse)
 
 
-def _apply(
+def _add_rows(
+    out: NDArray[np.floating],
     embeddings: NDArray[Any],
     table: NDArray[np.floating],
-    scale: float,
     offset: int,
     position_ids: NDArray[np.intp] | None,
+    overwritten: bool,
 ) -> NDArray[np.floating]:
-    out = np.multiply(embeddings, scale, dtype=table.dtype, order="C")
     length = embeddings.shape[-2]
     if position_ids is None:
         out += table[offset : offset + length]
@@ -341,12 +354,21 @@ def _apply(
     target = embeddings.dtype.newbyteorder("=")
     result: NDArray[np.floating] = out if out.dtype == target else out.astype(target)
     if not np.isfinite(np.add.reduce(result, axis=None, dtype=np.float64)):
-        _explain_non_finite(embeddings, result)
+        _explain_non_finite(embeddings, result, overwritten)
     return result
 
 
-def _explain_non_finite(embeddings: NDArray[Any], result: NDArray[np.floating]) -> None:
+def _explain_non_finite(
+    embeddings: NDArray[Any], result: NDArray[np.floating], overwritten: bool
+) -> None:
     # The sum above can overflow float64 on finite values; only raise on a real NaN or inf.
+    if overwritten and not np.isfinite(result).all():
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(result))[0])
+        raise InvalidParameter(
+            "embeddings",
+            f"hold NaN or infinity, or the result overflows {result.dtype}, first at {index}",
+            "body",
+        )
     if not np.isfinite(embeddings).all():
         index = tuple(int(i) for i in np.argwhere(~np.isfinite(embeddings))[0])
         raise InvalidParameter("embeddings", f"hold NaN or infinity, first at {index}", "body")

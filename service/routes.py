@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import batches, codecs
 from service.cache import TableCache, TableKey
-from service.errors import BodyTooLarge, LimitExceeded, UnsupportedMediaType
+from service.errors import BodyTooLarge, LimitExceeded, MalformedBody, UnsupportedMediaType
 from service.problems import PROBLEM_MEDIA_TYPE, problem
 from service.schemas import (
     ApplyBody,
@@ -210,6 +210,16 @@ async def read_body(request: Request, limit: int) -> bytearray:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge("the request body", int(declared), limit, "PE_MAX_BODY_BYTES")
+    if declared.isdigit():  # one buffer of the right size: no copies while reading
+        body = bytearray(int(declared))
+        filled = 0
+        with memoryview(body) as view:
+            async for chunk in request.stream():
+                if filled + len(chunk) > len(body):
+                    raise MalformedBody("the body is longer than its Content-Length")
+                view[filled : filled + len(chunk)] = chunk
+                filled += len(chunk)
+        return body if filled == len(body) else body[:filled]
     body = bytearray()
     async for chunk in request.stream():
         body += chunk

@@ -592,3 +592,23 @@ def test_sixteen_concurrent_applies_are_correct_and_independent(live_url: str) -
         table = core.encoding(seed, seed + 64, 32)
         assert np.array_equal(y, core.apply(x, core.encoding(0, seed + 64, 32), float(seed), seed))
         assert_close(y, x.astype(np.float64) * seed + table.astype(np.float64), "float32")
+
+
+def test_in_place_overwrites_only_a_batch_it_may() -> None:
+    table = core.encoding(0, 4, 4)
+    x = batch((4, 4), "float32")
+    expected_y = core.apply(x, table, 2.0)
+    mine = x.copy()
+    assert core.apply(mine, table, 2.0, in_place=True) is mine
+    assert np.array_equal(mine, expected_y)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    assert core.apply(frozen, table, 2.0, in_place=True) is not frozen
+    wide = x.astype(np.float16)
+    assert core.apply(wide, table, 2.0, in_place=True) is not wide
+
+
+def test_in_place_non_finite_results_are_refused() -> None:
+    x = np.full((2, 2), 3e38, np.float32)
+    with pytest.raises(InvalidParameter, match=r"overflows float32, first at \(0, 0\)"):
+        core.apply(x, core.encoding(0, 2, 2), 10.0, in_place=True)
