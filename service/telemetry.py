@@ -67,10 +67,13 @@ class Telemetry:
         self.registry.register(CacheCollector(cache))
 
 
-def _route(scope: Scope) -> str:
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    return path if isinstance(path, str) else "unmatched"  # unmatched paths are not labels
+def _route(scope: Scope, status: int) -> str:
+    """The route template; the framework's own pages (/docs) by path. Paths nothing
+    answered are not labels: any client could make them up."""
+    path = getattr(scope.get("route"), "path", None)
+    if isinstance(path, str):
+        return path
+    return "unmatched" if status in (404, 405) else str(scope["path"])
 
 
 def format_access(record: dict[str, Any], as_json: bool) -> str:
@@ -112,7 +115,7 @@ class TelemetryMiddleware:
             self._record(scope, answer["status"], answer["bytes"], time.perf_counter() - start)
 
     def _record(self, scope: Scope, status: int, size: int, seconds: float) -> None:
-        method, route = scope["method"], _route(scope)
+        method, route = scope["method"], _route(scope, status)
         self.telemetry.requests.labels(method, route, str(status)).inc()
         self.telemetry.latency.labels(method, route, str(status)).observe(seconds)
         if access_log.isEnabledFor(logging.INFO):
