@@ -6,9 +6,11 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import problems, routes
 from service.cache import TableCache, TableKey
@@ -33,6 +35,22 @@ async def _preload(app: FastAPI, settings: Settings) -> None:
         app.state.ready = True
 
 
+class ServiceApp(FastAPI):
+    """FastAPI behind the service's own outermost layers (``front``): telemetry, then hot
+    responses, which answer a repeated table request before any of the framework's
+    middleware, routing or validation runs."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.front: ASGIApp = self.framework
+
+    async def framework(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await super().__call__(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.front(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The service, configured by ``settings`` (by default, from the environment)."""
     settings = Settings() if settings is None else settings
@@ -48,7 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             preload.cancel()
 
-    app = FastAPI(
+    app = ServiceApp(
         title="Positional encodings",
         version="1.0.0",
         summary="Sinusoidal positional encodings of transformer models, computed and served.",
@@ -56,9 +74,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.telemetry = telemetry = Telemetry(lambda: getattr(app.state, "cache", None))
-    app.add_middleware(HotResponses, cache=lambda: app.state.cache)
-    app.add_middleware(
-        TelemetryMiddleware, telemetry=telemetry, json_logs=settings.log_format == "json"
+    app.front = TelemetryMiddleware(
+        HotResponses(app.front, cache=lambda: app.state.cache),
+        telemetry=telemetry,
+        json_logs=settings.log_format == "json",
     )
     problems.install(app)
     app.include_router(routes.router)

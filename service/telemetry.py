@@ -65,6 +65,19 @@ class Telemetry:
             registry=self.registry,
         )
         self.registry.register(CacheCollector(cache))
+        self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
+    def series(self, method: str, route: str, status: int) -> tuple[Counter, Histogram]:
+        """The request counter and latency histogram of one label set (looked up once)."""
+        key = (method, route, status)
+        found = self._series.get(key)
+        if found is None:
+            labels = (method, route, str(status))
+            found = self._series[key] = (
+                self.requests.labels(*labels),
+                self.latency.labels(*labels),
+            )
+        return found
 
 
 def _route(scope: Scope, status: int) -> str:
@@ -116,8 +129,9 @@ class TelemetryMiddleware:
 
     def _record(self, scope: Scope, status: int, size: int, seconds: float) -> None:
         method, route = scope["method"], _route(scope, status)
-        self.telemetry.requests.labels(method, route, str(status)).inc()
-        self.telemetry.latency.labels(method, route, str(status)).observe(seconds)
+        count, latency = self.telemetry.series(method, route, status)
+        count.inc()
+        latency.observe(seconds)
         if access_log.isEnabledFor(logging.INFO):
             client = scope.get("client")
             record = {
