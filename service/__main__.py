@@ -16,30 +16,30 @@ from service.settings import Settings
 
 
 def log_config(settings: Settings) -> dict[str, Any]:
-    """Logging for uvicorn and the service: text lines, or JSON lines for log shippers.
-    The access log is the service's own (one line per request, with its duration)."""
+    """Logging for uvicorn and the service on standard error: text lines, or JSON lines
+    for log shippers. The access log is the service's own, on standard output (see
+    ``service.telemetry``); its logger's level only switches it on or off."""
     text = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     json_format = {"()": "service.telemetry.JsonFormatter"}
-    formatter = json_format if settings.log_format == "json" else {"format": text}
-    access = json_format if settings.log_format == "json" else {"format": "%(asctime)s %(message)s"}
-    handler = {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"}
+    level = settings.log_level.upper()
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"default": formatter, "access": access},
+        "formatters": {
+            "default": json_format if settings.log_format == "json" else {"format": text}
+        },
         "handlers": {
-            "default": {**handler, "formatter": "default"},
-            "access": {**handler, "formatter": "access", "stream": "ext://sys.stdout"},
+            "default": {
+                "class": "logging.StreamHandler",
+                "stream": "ext://sys.stderr",
+                "formatter": "default",
+            }
         },
         "loggers": {
-            "uvicorn": {"handlers": ["default"], "level": settings.log_level.upper()},
+            "uvicorn": {"handlers": ["default"], "level": level},
             "uvicorn.access": {"handlers": [], "propagate": False},
-            "service": {"handlers": ["default"], "level": settings.log_level.upper()},
-            "service.access": {
-                "handlers": ["access"],
-                "level": settings.log_level.upper(),
-                "propagate": False,
-            },
+            "service": {"handlers": ["default"], "level": level},
+            "service.access": {"handlers": [], "level": level, "propagate": False},
         },
     }
 

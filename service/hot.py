@@ -9,6 +9,7 @@ errors always take the full path.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -33,14 +34,25 @@ class HotResponse:
         return len(self.body) + sum(len(k) + len(v) for k, v in self.headers) + 200
 
 
+Record = Callable[[Scope, int, int, float], None]
+
+
 class HotResponses:
-    """ASGI middleware: answers repeated table requests from :class:`HotResponse` s."""
+    """ASGI middleware: answers repeated table requests from :class:`HotResponse` s.
+
+    It is the outermost layer, so a replayed answer reports itself to ``record``
+    (telemetry: status, bytes, seconds) instead of passing through another wrapper."""
 
     def __init__(
-        self, app: ASGIApp, cache: Callable[[], TableCache], max_body_bytes: int = 8 << 20
+        self,
+        app: ASGIApp,
+        cache: Callable[[], TableCache],
+        record: Record,
+        max_body_bytes: int = 8 << 20,
     ) -> None:
         self.app = app
         self.cache = cache
+        self.record = record
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -59,19 +71,22 @@ class HotResponses:
         cache = self.cache()
         hot = cache.recall(key)
         if isinstance(hot, HotResponse):
+            start = time.perf_counter()
             scope["route"] = _ROUTE
-            await self._replay(hot, if_none_match, send)
+            status, size = await self._replay(hot, if_none_match, send)
+            self.record(scope, status, size, time.perf_counter() - start)
             return
         await self._record(scope, receive, send, cache, key)
 
-    async def _replay(self, hot: HotResponse, if_none_match: bytes, send: Send) -> None:
+    async def _replay(self, hot: HotResponse, if_none_match: bytes, send: Send) -> tuple[int, int]:
         if if_none_match and matches(if_none_match.decode("latin-1"), hot.etag):
             headers = [(k, v) for k, v in hot.headers if k in _KEEP_HEADERS]
             await send({"type": "http.response.start", "status": 304, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
-            return
+            return 304, 0
         await send({"type": "http.response.start", "status": 200, "headers": hot.headers})
         await send({"type": "http.response.body", "body": hot.body})
+        return 200, len(hot.body)
 
     async def _record(
         self, scope: Scope, receive: Receive, send: Send, cache: TableCache, key: object

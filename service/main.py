@@ -36,9 +36,9 @@ async def _preload(app: FastAPI, settings: Settings) -> None:
 
 
 class ServiceApp(FastAPI):
-    """FastAPI behind the service's own outermost layers (``front``): telemetry, then hot
-    responses, which answer a repeated table request before any of the framework's
-    middleware, routing or validation runs."""
+    """FastAPI behind the service's own outermost layers (``front``): hot responses, which
+    answer a repeated table request before any of the framework's middleware, routing or
+    validation runs, then telemetry."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -74,11 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.telemetry = telemetry = Telemetry(lambda: getattr(app.state, "cache", None))
-    app.front = TelemetryMiddleware(
-        HotResponses(app.front, cache=lambda: app.state.cache),
-        telemetry=telemetry,
-        json_logs=settings.log_format == "json",
-    )
+    observed = TelemetryMiddleware(app.front, telemetry, json_logs=settings.log_format == "json")
+    app.front = HotResponses(observed, cache=lambda: app.state.cache, record=observed.record)
     problems.install(app)
     app.include_router(routes.router)
     return app

@@ -1,23 +1,38 @@
 """Operations: Prometheus metrics and one access-log line per request, from one ASGI
-middleware that times every request."""
+middleware that times every request.
+
+Both sit on the hot path of every request, so neither goes through a general-purpose
+machinery per request: request counts and latencies are plain counters that become
+Prometheus samples when ``/metrics`` is scraped, and access-log lines are formatted with
+one f-string and written in batches (at most 0.1 s late) instead of one write each.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TextIO
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.cache import TableCache
 
 access_log = logging.getLogger("service.access")
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_LABELS = ["method", "route", "status"]
 
 
 class CacheCollector(Collector):
@@ -34,50 +49,67 @@ class CacheCollector(Collector):
         for name, value, text in [
             ("pe_cache_hits", stats.hits, "Table lookups answered from the cache."),
             ("pe_cache_misses", stats.misses, "Table lookups that computed rows."),
-            ("pe_cache_evictions", stats.evictions, "Tables evicted to stay within the budget."),
+            ("pe_cache_evictions", stats.evictions, "Entries evicted to stay within the budget."),
             ("pe_cache_uncached", stats.uncached, "Tables computed but too large to keep."),
+            ("pe_cache_response_hits", stats.response_hits, "Answers replayed from memory."),
         ]:
             yield CounterMetricFamily(name, text, value=value)
         for name, value, text in [
-            ("pe_cache_bytes", stats.bytes, "Bytes of tables held."),
+            ("pe_cache_bytes", stats.bytes, "Bytes held: tables and replayable answers."),
             ("pe_cache_budget_bytes", stats.budget_bytes, "The cache budget (PE_CACHE_BYTES)."),
             ("pe_cache_entries", len(stats.entries), "Tables held."),
         ]:
             yield GaugeMetricFamily(name, text, value=value)
 
 
+class RequestStats(Collector):
+    """Request counts and a latency histogram by method, route and status. Updated on the
+    event loop only; turned into Prometheus samples when scraped."""
+
+    def __init__(self) -> None:
+        # (method, route, status) -> [count, sum of seconds, count per bucket]
+        self._series: dict[tuple[str, str, str], tuple[list[float], list[int]]] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        key = (method, route, str(status))
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = ([0.0, 0.0], [0] * (len(LATENCY_BUCKETS) + 1))
+        totals, buckets = series
+        totals[0] += 1
+        totals[1] += seconds
+        buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "pe_http_requests",
+            "HTTP requests answered, by method, route and status.",
+            labels=_LABELS,
+        )
+        latency = HistogramMetricFamily(
+            "pe_http_request_duration_seconds",
+            "Time from request to the end of the response, by method, route and status.",
+            labels=_LABELS,
+        )
+        for labels, ((count, total), buckets) in list(self._series.items()):
+            requests.add_metric(list(labels), count)
+            cumulative, running = [], 0
+            for bound, n in zip([*LATENCY_BUCKETS, float("inf")], buckets, strict=True):
+                running += n
+                cumulative.append((str(float(bound)) if bound != float("inf") else "+Inf", running))
+            latency.add_metric(list(labels), cumulative, total)
+        yield requests
+        yield latency
+
+
 class Telemetry:
-    """The app's own metrics registry: request counts and latency by route and status."""
+    """The app's own metrics registry: requests (by route and status) and the cache."""
 
     def __init__(self, cache: Callable[[], TableCache | None]) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "pe_http_requests",
-            "HTTP requests answered, by method, route and status.",
-            ["method", "route", "status"],
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            "pe_http_request_duration_seconds",
-            "Time from request to the end of the response, by method, route and status.",
-            ["method", "route", "status"],
-            buckets=_LATENCY_BUCKETS,
-            registry=self.registry,
-        )
+        self.requests = RequestStats()
+        self.registry.register(self.requests)
         self.registry.register(CacheCollector(cache))
-        self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
-
-    def series(self, method: str, route: str, status: int) -> tuple[Counter, Histogram]:
-        """The request counter and latency histogram of one label set (looked up once)."""
-        key = (method, route, status)
-        found = self._series.get(key)
-        if found is None:
-            labels = (method, route, str(status))
-            found = self._series[key] = (
-                self.requests.labels(*labels),
-                self.latency.labels(*labels),
-            )
-        return found
 
 
 def _route(scope: Scope, status: int) -> str:
@@ -90,78 +122,125 @@ def _route(scope: Scope, status: int) -> str:
 
 
 def format_access(record: dict[str, Any], as_json: bool) -> str:
-    """One access-log line: JSON, or ``client "METHOD /path?query" status bytes ms``."""
+    """One access-log line (without its newline): a JSON object, or
+    ``time client "METHOD /path?query" status bytes ms``."""
     if as_json:
         return json.dumps(record, separators=(",", ":"))
     target = record["path"] + (f"?{record['query']}" if record["query"] else "")
     return (
-        f'{record["client"]} "{record["method"]} {target}" {record["status"]} '
-        f"{record['bytes']}B {record['duration_ms']}ms"
+        f'{record["time"]} {record["client"]} "{record["method"]} {target}" '
+        f"{record['status']} {record['bytes']}B {record['duration_ms']}ms"
     )
 
 
-class TelemetryMiddleware:
-    """Counts, times and logs every HTTP request (pure ASGI: the body streams through)."""
+class AccessLog:
+    """Access-log lines, written to ``stream`` in batches: the first line of a batch
+    schedules a flush 0.1 s later, and a batch over 64 KiB is flushed at once."""
 
-    def __init__(self, app: ASGIApp, telemetry: Telemetry, json_logs: bool) -> None:
+    def __init__(self, stream: TextIO, as_json: bool) -> None:
+        self.stream = stream
+        self.as_json = as_json
+        self._lines: list[str] = []
+        self._size = 0
+        self._second = -1
+        self._stamp = ""
+
+    def now(self) -> str:
+        moment = time.time()
+        second = int(moment)
+        if second != self._second:  # strftime once a second, not once a request
+            self._second = second
+            pattern = "%Y-%m-%dT%H:%M:%S" if self.as_json else "%Y-%m-%d %H:%M:%S"
+            self._stamp = time.strftime(pattern, time.localtime(second))
+        return f"{self._stamp}.{int((moment - second) * 1000):03d}"
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.as_json:
+            record = {"time": record["time"], "level": "info", "logger": access_log.name, **record}
+        line = format_access(record, self.as_json) + "\n"
+        if not self._lines:
+            asyncio.get_running_loop().call_later(0.1, self.flush)
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size > 1 << 16:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._lines:
+            self.stream.write("".join(self._lines))
+            self.stream.flush()
+            self._lines.clear()
+            self._size = 0
+
+
+class TelemetryMiddleware:
+    """Counts, times and logs every HTTP request (pure ASGI: the body streams through).
+    The access log is on when the ``service.access`` logger is enabled for INFO."""
+
+    def __init__(
+        self, app: ASGIApp, telemetry: Telemetry, json_logs: bool, stream: TextIO | None = None
+    ) -> None:
         self.app = app
-        self.telemetry = telemetry
-        self.json_logs = json_logs
+        self.requests = telemetry.requests
+        self.log = AccessLog(stream or sys.stdout, json_logs)
+        self.logging = access_log.isEnabledFor(logging.INFO)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                try:
+                    await self.app(scope, receive, send)
+                finally:
+                    self.log.flush()
+                return
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        answer = {"status": 500, "bytes": 0}
+        answer = [500, 0]  # status, body bytes
 
         async def observe(message: Message) -> None:
             if message["type"] == "http.response.start":
-                answer["status"] = message["status"]
+                answer[0] = message["status"]
             elif message["type"] == "http.response.body":
-                answer["bytes"] += len(message.get("body", b""))
+                answer[1] += len(message.get("body", b""))
             await send(message)
 
         try:
             await self.app(scope, receive, observe)
         finally:
-            self._record(scope, answer["status"], answer["bytes"], time.perf_counter() - start)
+            self.record(scope, answer[0], answer[1], time.perf_counter() - start)
 
-    def _record(self, scope: Scope, status: int, size: int, seconds: float) -> None:
+    def record(self, scope: Scope, status: int, size: int, seconds: float) -> None:
+        """Count, time and log one answered request."""
         method, route = scope["method"], _route(scope, status)
-        count, latency = self.telemetry.series(method, route, status)
-        count.inc()
-        latency.observe(seconds)
-        if access_log.isEnabledFor(logging.INFO):
+        self.requests.observe(method, route, status, seconds)
+        if self.logging:
             client = scope.get("client")
-            record = {
-                "client": f"{client[0]}:{client[1]}" if client else "-",
-                "method": method,
-                "path": scope["path"],
-                "query": scope.get("query_string", b"").decode("latin-1"),
-                "route": route,
-                "status": status,
-                "bytes": size,
-                "duration_ms": round(seconds * 1000, 3),
-            }
-            access_log.info(format_access(record, self.json_logs))
+            self.log.write(
+                {
+                    "time": self.log.now(),
+                    "client": f"{client[0]}:{client[1]}" if client else "-",
+                    "method": method,
+                    "path": scope["path"],
+                    "query": scope["query_string"].decode("latin-1"),
+                    "route": route,
+                    "status": status,
+                    "bytes": size,
+                    "duration_ms": round(seconds * 1000, 3),
+                }
+            )
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object a line. An access-log message is already a JSON object: its fields
-    are merged in rather than nested as a string."""
+    """One JSON object a line, for every other log record (PE_LOG_FORMAT=json)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "message": record.getMessage(),
         }
-        message = record.getMessage()
-        if record.name == access_log.name and message.startswith("{"):
-            entry.update(json.loads(message))
-        else:
-            entry["message"] = message
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
         return json.dumps(entry, separators=(",", ":"))

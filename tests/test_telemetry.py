@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service import codecs
-from service.telemetry import format_access
+from service.telemetry import RequestStats, format_access
 from tests.conftest import free_port, running
 
 TABLE = "/v1/encodings/sinusoidal"
@@ -160,6 +160,7 @@ def test_one_access_log_line_per_request(tmp_path: Path, log_format: str) -> Non
 
 def test_text_access_line() -> None:
     record = {
+        "time": "2026-01-02 03:04:05.006",
         "client": "1.2.3.4:5",
         "method": "GET",
         "path": "/x",
@@ -168,8 +169,27 @@ def test_text_access_line() -> None:
         "bytes": 10,
         "duration_ms": 1.5,
     }
-    assert format_access(record, as_json=False) == '1.2.3.4:5 "GET /x?a=1" 200 10B 1.5ms'
+    line = '2026-01-02 03:04:05.006 1.2.3.4:5 "GET /x?a=1" 200 10B 1.5ms'
+    assert format_access(record, as_json=False) == line
     assert json.loads(format_access(record, as_json=True)) == record
+
+
+def test_latency_buckets_are_cumulative() -> None:
+    stats = RequestStats()
+    for seconds in (0.0001, 0.003, 0.003, 20.0):
+        stats.observe("GET", "/x", 200, seconds)
+    families = {family.name: family for family in stats.collect()}
+    samples = {
+        (s.name, s.labels.get("le")): s.value
+        for s in families["pe_http_request_duration_seconds"].samples
+    }
+    assert samples[("pe_http_request_duration_seconds_bucket", "0.0005")] == 1
+    assert samples[("pe_http_request_duration_seconds_bucket", "0.005")] == 3
+    assert samples[("pe_http_request_duration_seconds_bucket", "10.0")] == 3
+    assert samples[("pe_http_request_duration_seconds_bucket", "+Inf")] == 4
+    assert samples[("pe_http_request_duration_seconds_count", None)] == 4
+    assert samples[("pe_http_request_duration_seconds_sum", None)] == pytest.approx(20.0061)
+    assert families["pe_http_requests"].samples[0].value == 4
 
 
 def test_sigterm_lets_in_flight_requests_finish() -> None:
