@@ -37,11 +37,12 @@ _INLINE_BINARY_BYTES = 4 << 20
 _GZIP_MIN_ELEMENTS = 64
 
 
-def get_settings(request: Request) -> Settings:
+# async: a plain def dependency would cost every request a hop to the thread pool
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
-def get_cache(request: Request) -> TableCache:
+async def get_cache(request: Request) -> TableCache:
     return request.app.state.cache  # type: ignore[no-any-return]
 
 
