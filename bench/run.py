@@ -159,7 +159,14 @@ SIZES = {"B": 1 / MiB, "KB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
 
 def wrk(target: Target, seconds: int) -> Run:
-    argv = ["wrk", "-t1", "-c16", f"-d{seconds}s", "--latency"]
+    # wrk gets the last core to itself when it can, so that it does not share one with
+    # the server it measures (the servers are left to the scheduler)
+    pin = (
+        ["taskset", "-c", str((os.cpu_count() or 1) - 1)]
+        if shutil.which("taskset") and (os.cpu_count() or 1) > 1
+        else []
+    )
+    argv = [*pin, "wrk", "-t1", "-c16", f"-d{seconds}s", "--latency"]
     for name, value in target.headers.items():
         argv += ["-H", f"{name}: {value}"]
     if target.script:
@@ -312,7 +319,7 @@ def versions() -> str:
         f"- machine: {os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, {platform.platform()}\n"
         f"- Python {platform.python_version()}; {packages}\n"
         f"- {version(['nginx', '-v'])}; {version(['wrk', '--version'])}\n"
-        f"- load: wrk -t1 -c16 (one thread, 16 connections); the service and every baseline app run as one uvicorn worker"
+        f"- load: wrk -t1 -c16 (one thread, 16 connections, pinned to the last core); the service and every baseline app run as one uvicorn worker"
     )
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import problems, routes
@@ -26,7 +27,7 @@ async def _preload(app: FastAPI, settings: Settings) -> None:
     try:
         for table in settings.preload_tables:
             key = TableKey(table.d_model, table.base, table.layout, table.dtype)
-            await run_in_threadpool(cache.get, key, table.max_len)
+            await anyio.to_thread.run_sync(cache.get, key, table.max_len, limiter=app.state.limiter)
             logger.info("preloaded %s with %d rows", key, table.max_len)
     except Exception as exc:  # the process stays up and /readyz reports it
         logger.exception("preloading failed")
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.cache = TableCache(settings.cache_bytes)
+        app.state.limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
         app.state.ready = False
         app.state.preload_error = None
         preload = asyncio.create_task(_preload(app, settings))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
+import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.concurrency import run_in_threadpool
 
 from service import batches, codecs
 from service.cache import TableCache, TableKey
@@ -44,6 +46,16 @@ async def get_settings(request: Request) -> Settings:
 
 async def get_cache(request: Request) -> TableCache:
     return request.app.state.cache  # type: ignore[no-any-return]
+
+
+T = TypeVar("T")
+
+
+async def offload(request: Request, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run CPU-bound work in a worker thread, at most one per core at a time: more would
+    only fight over the GIL and hold more memory at once."""
+    limiter: anyio.CapacityLimiter = request.app.state.limiter
+    return await anyio.to_thread.run_sync(functools.partial(work, *args, **kwargs), limiter=limiter)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -182,7 +194,7 @@ async def get_table(
     key = TableKey(query.d_model, query.base, query.layout, query.dtype)
     table = cache.peek(key, query.row_stop)
     if table is None:
-        table = await run_in_threadpool(cache.get, key, query.row_stop)
+        table = await offload(request, cache.get, key, query.row_stop)
     block = table[query.start : query.row_stop, query.dim_start : query.col_stop]
     inline = (
         block.size <= _INLINE_JSON_ELEMENTS
@@ -193,7 +205,7 @@ async def get_table(
     if inline:
         encoded, body = encode(fmt, query.describe(), block, gzip=gzip)
     else:
-        encoded, body = await run_in_threadpool(encode, fmt, query.describe(), block, gzip=gzip)
+        encoded, body = await offload(request, encode, fmt, query.describe(), block, gzip=gzip)
     return Response(body, headers={**headers, **encoded})
 
 
@@ -252,8 +264,8 @@ async def apply(
     fmt = query.format or codecs.negotiate(request.headers.get("accept"), (kind, *others))
     gzip = fmt == "json" and codecs.accepts_gzip(request.headers.get("accept-encoding"))
     body = await read_body(request, settings.max_body_bytes)
-    headers, content = await run_in_threadpool(
-        batches.apply_batch, body, kind, fmt, query, cache, settings, gzip
+    headers, content = await offload(
+        request, batches.apply_batch, body, kind, fmt, query, cache, settings, gzip
     )
     return Response(content, headers={**headers, "cache-control": "no-store"})
 
