@@ -1,0 +1,234 @@
+"""Load, soak and concurrency against real server processes on loopback: bounded in
+requests and time, every answer checked."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+import re
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from service import codecs, core
+from tests.conftest import serving
+
+TABLE = "/v1/encodings/sinusoidal"
+APPLY = TABLE + "/apply"
+
+
+def rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status)[1]) / 1024  # type: ignore[index]
+
+
+def decode(response: httpx.Response) -> np.ndarray[Any, Any]:
+    kind = response.headers["content-type"]
+    if kind == "application/json":
+        document = response.json()
+        key = "data" if "data" in document else "embeddings"
+        return np.array(document[key], dtype=document["dtype"])
+    if kind == "application/octet-stream":
+        shape = tuple(int(n) for n in response.headers["x-shape"].split(","))
+        return np.frombuffer(
+            response.content, dtype="<" + np.dtype(response.headers["x-dtype"]).str[1:]
+        ).reshape(shape)
+    return np.asarray(np.load(io.BytesIO(response.content), allow_pickle=False))
+
+
+def plan(count: int, seed: int) -> list[tuple[str, dict[str, Any]]]:
+    """A fixed mix: cached and cold tables in every format, applies, and bad requests."""
+    rng = random.Random(seed)
+    requests: list[tuple[str, dict[str, Any]]] = []
+    for i in range(count):
+        kind = rng.choice(["cached", "cached", "cold", "apply-npy", "apply-json", "bad"])
+        fmt = rng.choice(["json", "npy", "raw"])
+        if kind == "cached":
+            d_model = rng.choice([16, 32, 64])
+            requests.append(
+                (
+                    kind,
+                    {
+                        "max_len": 128,
+                        "d_model": d_model,
+                        "format": fmt,
+                        "start": rng.randrange(0, 64),
+                    },
+                )
+            )
+        elif kind == "cold":
+            requests.append(
+                (kind, {"max_len": 256, "d_model": 48, "base": 1000 + i, "format": fmt})
+            )
+        elif kind.startswith("apply"):
+            requests.append(
+                (
+                    kind,
+                    {
+                        "shape": (2, rng.randrange(1, 64), 32),
+                        "offset": rng.randrange(0, 100),
+                        "seed": i,
+                    },
+                )
+            )
+        else:
+            requests.append((kind, {"which": rng.randrange(4)}))
+    return requests
+
+
+async def one(client: httpx.AsyncClient, kind: str, spec: dict[str, Any]) -> tuple[str, float]:
+    """Send one planned request and check its answer; returns an error or ""."""
+    start = time.perf_counter()
+    if kind in ("cached", "cold"):
+        response = await client.get(TABLE, params={k: str(v) for k, v in spec.items()})
+        if response.status_code != 200:
+            return f"{kind} {spec}: {response.status_code}", 0.0
+        base = float(spec.get("base", 10000.0))
+        truth = core.encoding(spec.get("start", 0), spec["max_len"], spec["d_model"], base)
+        if not np.array_equal(decode(response), truth):
+            return f"{kind} {spec}: wrong table", 0.0
+    elif kind.startswith("apply"):
+        x = np.random.default_rng(spec["seed"]).standard_normal(spec["shape"]).astype(np.float32)
+        if kind == "apply-npy":
+            response = await client.post(
+                APPLY,
+                params={"offset": spec["offset"]},
+                content=codecs.encode_npy(x)[1],
+                headers={"content-type": "application/x-npy"},
+            )
+        else:
+            body = {"embeddings": x.tolist()}
+            response = await client.post(APPLY, params={"offset": spec["offset"]}, json=body)
+        if response.status_code != 200:
+            return f"{kind}: {response.status_code}", 0.0
+        table = core.encoding(0, spec["offset"] + x.shape[1], x.shape[2])
+        if not np.array_equal(
+            decode(response), core.apply(x, table, np.sqrt(x.shape[2]), spec["offset"])
+        ):
+            return f"{kind}: wrong result", 0.0
+    else:
+        bad: list[tuple[Callable[[], Awaitable[httpx.Response]], int]] = [
+            (lambda: client.get(TABLE, params={"max_len": 0, "d_model": 4}), 422),
+            (lambda: client.get("/no/such/path"), 404),
+            (lambda: client.post(APPLY, content=b"x", headers={"content-type": "text/plain"}), 415),
+            (lambda: client.get(TABLE, params={"max_len": 10**8, "d_model": 10**8}), 422),
+        ]
+        send, expected = bad[spec["which"]]
+        response = await send()
+        if (
+            response.status_code != expected
+            or response.headers["content-type"] != "application/problem+json"
+        ):
+            return f"bad {spec}: {response.status_code}", 0.0
+    return "", time.perf_counter() - start
+
+
+def test_64_concurrent_clients_get_only_correct_answers() -> None:
+    requests = plan(1200, seed=7)
+    with serving() as (url, process):
+
+        async def main() -> tuple[list[str], list[float]]:
+            queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+            for item in requests:
+                queue.put_nowait(item)
+            errors: list[str] = []
+            latencies: list[float] = []
+
+            async def client_loop() -> None:
+                async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                    while not queue.empty():
+                        kind, spec = queue.get_nowait()
+                        try:
+                            error, seconds = await one(client, kind, spec)
+                        except httpx.TransportError as exc:  # a dropped connection
+                            error, seconds = f"{kind}: {exc!r}", 0.0
+                        if error:
+                            errors.append(error)
+                        else:
+                            latencies.append(seconds)
+
+            await asyncio.wait_for(asyncio.gather(*(client_loop() for _ in range(64))), timeout=240)
+            return errors, latencies
+
+        errors, latencies = asyncio.run(main())
+        assert process.poll() is None
+    latencies.sort()
+    p50, p99 = statistics.median(latencies), latencies[int(len(latencies) * 0.99)]
+    print(
+        f"\nload: {len(requests)} requests, 64 clients, {len(errors)} failures, "
+        f"p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms"
+    )
+    assert errors == []
+    assert len(latencies) == len(requests)
+
+
+def test_64_concurrent_cold_requests_for_one_key_compute_it_once() -> None:
+    with serving() as (url, _):
+
+        async def main() -> list[int]:
+            async with httpx.AsyncClient(
+                base_url=url, timeout=60, limits=httpx.Limits(max_connections=64)
+            ) as client:
+                query = {"max_len": "4096", "d_model": "1024", "base": "777", "format": "npy"}
+                responses = await asyncio.gather(
+                    *(client.get(TABLE, params=query) for _ in range(64))
+                )
+                return [r.status_code for r in responses]
+
+        assert asyncio.run(main()) == [200] * 64
+        stats = httpx.get(url + "/v1/cache").json()
+    assert stats["misses"] == 1
+    assert stats["hits"] + stats["response_hits"] >= 63
+
+
+def test_thousands_of_keys_through_a_small_budget() -> None:
+    budget = 8 << 20
+    with (
+        serving({"PE_CACHE_BYTES": str(budget)}) as (url, process),
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        idle = rss_mib(process.pid)
+        peak = idle
+        for i in range(2000):
+            query: dict[str, int | str] = {"max_len": 64 + i % 7, "d_model": 32 + i % 5}
+            query |= {"base": 2 + i, "format": "npy"}
+            assert client.get(TABLE, params=query).status_code == 200
+            if i % 100 == 0:
+                stats = client.get("/v1/cache").json()
+                assert stats["bytes"] <= stats["budget_bytes"] == budget
+                peak = max(peak, rss_mib(process.pid))
+        stats = client.get("/v1/cache").json()
+    print(
+        f"\nsoak: 2000 keys, {stats['evictions']} evictions, RSS idle {idle:.0f} MiB, "
+        f"peak {peak:.0f} MiB, budget {budget >> 20} MiB"
+    )
+    assert stats["evictions"] > 1000
+    assert stats["bytes"] <= budget
+    assert peak <= idle + (budget >> 20) + 48  # stated overhead: 48 MiB
+
+
+def test_repeated_large_applies_do_not_grow_memory() -> None:
+    x = np.random.default_rng(0).standard_normal((16, 256, 512)).astype(np.float32)
+    body = codecs.encode_npy(x)[1]
+    with serving() as (url, process), httpx.Client(base_url=url, timeout=60) as client:
+
+        def post() -> None:
+            response = client.post(
+                APPLY, content=body, headers={"content-type": "application/x-npy"}
+            )
+            assert response.status_code == 200
+
+        for _ in range(5):
+            post()
+        warm = rss_mib(process.pid)
+        for _ in range(30):
+            post()
+        after = rss_mib(process.pid)
+    print(f"\napplies: RSS after warm-up {warm:.0f} MiB, after 30 more {after:.0f} MiB")
+    assert after <= warm + 16
