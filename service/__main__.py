@@ -62,6 +62,7 @@ def main() -> None:
         log_config=log_config(settings),
         access_log=False,
         timeout_graceful_shutdown=settings.shutdown_timeout,
+        http="service.protocol:BoundedHttpToolsProtocol",
     )
 
 
