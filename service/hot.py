@@ -93,15 +93,19 @@ class HotResponses:
     ) -> None:
         start: Message | None = None
         parts: list[bytes] = []
+        size = 0
 
         async def keep(message: Message) -> None:
-            nonlocal start
+            nonlocal start, size
             if message["type"] == "http.response.start":
                 start = message
             elif message["type"] == "http.response.body" and start and start["status"] == 200:
-                parts.append(bytes(message.get("body", b"")))
-                if not message.get("more_body", False):
-                    self._keep(cache, key, start, b"".join(parts))
+                body = message.get("body", b"")
+                size += len(body)
+                if size <= self.max_body_bytes:  # a larger answer is not kept: no copy
+                    parts.append(bytes(body))
+                    if not message.get("more_body", False):
+                        self._keep(cache, key, start, b"".join(parts))
             await send(message)
 
         await self.app(scope, receive, keep)

@@ -60,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.cache = TableCache(settings.cache_bytes)
         app.state.limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
+        app.state.large_answers = anyio.Semaphore(os.cpu_count() or 1)
         app.state.ready = False
         app.state.preload_error = None
         preload = asyncio.create_task(_preload(app, settings))

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio
+import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import Receive, Scope, Send
 
 from service import batches, codecs
 from service.cache import TableCache, TableKey
@@ -37,6 +39,41 @@ _INLINE_JSON_ELEMENTS = 1 << 12
 _INLINE_BINARY_BYTES = 4 << 20
 # Smaller JSON tables are not worth compressing.
 _GZIP_MIN_ELEMENTS = 64
+# A request whose table is larger than this holds one of a few permits (one per core) from
+# its computation until its answer is sent, so a burst of large tables takes turns instead
+# of holding every table and every answer in memory at once.
+_LARGE_TABLE_BYTES = 8 << 20
+_SEND_CHUNK_BYTES = 1 << 20
+
+
+class PermitResponse(Response):
+    """An answer that gives its permit back once it has been sent, or has failed. Its body
+    goes out in 1 MiB chunks, each within ``send_timeout`` seconds: a client that stops
+    reading is cut off instead of keeping the permit."""
+
+    def __init__(
+        self,
+        content: bytes,
+        headers: dict[str, str],
+        release: Callable[[], None],
+        send_timeout: float,
+    ) -> None:
+        super().__init__(content, headers=headers)
+        self._release = release
+        self._send_timeout = send_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            start = {"type": "http.response.start", "status": self.status_code}
+            await send({**start, "headers": self.raw_headers})
+            body = memoryview(self.body)
+            for offset in range(0, max(len(body), 1), _SEND_CHUNK_BYTES):
+                chunk = body[offset : offset + _SEND_CHUNK_BYTES]
+                more = offset + _SEND_CHUNK_BYTES < len(body)
+                with anyio.fail_after(self._send_timeout):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": more})
+        finally:
+            self._release()
 
 
 # async: a plain def dependency would cost every request a hop to the thread pool
@@ -191,6 +228,23 @@ async def get_table(
         headers["vary"] = ", ".join(vary)
     if matches(request.headers.get("if-none-match"), headers["etag"]):
         return Response(status_code=304, headers=headers)
+    if query.row_stop * query.d_model * np.dtype(query.dtype).itemsize <= _LARGE_TABLE_BYTES:
+        encoded, body = await _answer(request, query, fmt, gzip, cache)
+        return Response(body, headers={**headers, **encoded})
+    permits: anyio.Semaphore = request.app.state.large_answers
+    await permits.acquire()
+    try:
+        encoded, body = await _answer(request, query, fmt, gzip, cache)
+    except BaseException:
+        permits.release()
+        raise
+    return PermitResponse(body, {**headers, **encoded}, permits.release, settings.send_timeout)
+
+
+async def _answer(
+    request: Request, query: TableQuery, fmt: codecs.Format, gzip: bool, cache: TableCache
+) -> tuple[codecs.Headers, bytes]:
+    """The encoded block the query asks for: from the cache, computing what it lacks."""
     key = TableKey(query.d_model, query.base, query.layout, query.dtype)
     table = cache.peek(key, query.row_stop)
     if table is None:
@@ -203,10 +257,8 @@ async def get_table(
     )
     encode = batches.encode_block
     if inline:
-        encoded, body = encode(fmt, query.describe(), block, gzip=gzip)
-    else:
-        encoded, body = await offload(request, encode, fmt, query.describe(), block, gzip=gzip)
-    return Response(body, headers={**headers, **encoded})
+        return encode(fmt, query.describe(), block, gzip=gzip)
+    return await offload(request, encode, fmt, query.describe(), block, gzip=gzip)
 
 
 def body_format(content_type: str | None) -> codecs.BodyFormat:

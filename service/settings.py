@@ -70,6 +70,7 @@ class Settings(BaseSettings):
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     log_format: Literal["text", "json"] = "text"
     shutdown_timeout: int = Field(30, ge=0)
+    send_timeout: float = Field(30.0, gt=0)
 
     @field_validator("preload")
     @classmethod

@@ -113,3 +113,25 @@ def test_an_idle_keep_alive_connection_is_closed(url: str) -> None:
         started = time.monotonic()
         assert sock.recv(65536) == b""  # closed by the server, not by us
         assert time.monotonic() - started < 10  # uvicorn's keep-alive timeout is 5 s
+
+
+def test_clients_that_stop_reading_large_answers_are_cut_off() -> None:
+    """Large answers hold one of a few permits until sent. Clients that ask for one and then
+    never read are cut off after PE_SEND_TIMEOUT, so they cannot keep everyone else out."""
+    with running({"PE_SEND_TIMEOUT": "1"}) as base:
+        stalled = []
+        for i in range(4):  # more than the permits (one per core on this machine)
+            sock = connect(base)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            query = f"max_len=4096&d_model=1024&dtype=float64&base={3 + i}&format=npy"
+            sock.sendall(f"GET {TABLE}?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            stalled.append(sock)
+        try:
+            time.sleep(0.5)
+            query = "max_len=4096&d_model=1024&dtype=float64&base=99&format=npy"
+            response = httpx.get(f"{base}{TABLE}?{query}", timeout=30)
+            assert response.status_code == 200
+            assert len(response.content) > 4096 * 1024 * 8
+        finally:
+            for sock in stalled:
+                sock.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import random
 import re
 import statistics
@@ -232,3 +233,43 @@ def test_repeated_large_applies_do_not_grow_memory() -> None:
         after = rss_mib(process.pid)
     print(f"\napplies: RSS after warm-up {warm:.0f} MiB, after 30 more {after:.0f} MiB")
     assert after <= warm + 16
+
+
+def test_a_burst_of_distinct_large_tables_stays_bounded() -> None:
+    """16 distinct 64 MiB tables at once take turns (one per core) from computation until
+    their answer is sent, so memory stays near budget + a table and an answer per core."""
+    budget = 128 << 20
+    with serving({"PE_CACHE_BYTES": str(budget)}) as (url, process):
+        idle = rss_mib(process.pid)
+        peak = idle
+
+        async def main() -> list[int]:
+            nonlocal peak
+            limits = httpx.Limits(max_connections=16)
+            async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+                tasks = [
+                    asyncio.ensure_future(
+                        client.get(
+                            TABLE,
+                            params={
+                                "max_len": "4096",
+                                "d_model": "2048",
+                                "dtype": "float64",
+                                "base": str(50 + i),
+                                "format": "npy",
+                            },
+                        )
+                    )
+                    for i in range(16)
+                ]
+                while not all(task.done() for task in tasks):
+                    peak = max(peak, rss_mib(process.pid))
+                    await asyncio.sleep(0.01)
+                return [task.result().status_code for task in tasks]
+
+        assert asyncio.run(main()) == [200] * 16
+    table = 4096 * 2048 * 8 / (1 << 20)
+    cores = os.cpu_count() or 1
+    print(f"\nburst: idle {idle:.0f} MiB, peak {peak:.0f} MiB, budget {budget >> 20} MiB")
+    # the budget, then per core a table being computed and its encoded answer, and slack
+    assert peak <= idle + (budget >> 20) + cores * 2 * table + 64
