@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service import codecs
 from service.telemetry import RequestStats, format_access
-from tests.conftest import free_port, running
+from tests.conftest import running, serving
 
 TABLE = "/v1/encodings/sinusoidal"
 
@@ -195,29 +192,11 @@ def test_latency_buckets_are_cumulative() -> None:
 def test_sigterm_lets_in_flight_requests_finish() -> None:
     """A slow cold table is in flight when SIGTERM arrives: it is answered in full, then the
     process exits cleanly."""
-    port = free_port()
-    env = {"PE_PORT": str(port), "PE_HOST": "127.0.0.1", "PE_CACHE_BYTES": str(1 << 30)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "service"],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                httpx.get(url + "/healthz")
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        results: list[httpx.Response] = []
+    results: list[httpx.Response] = []
+    with serving({"PE_CACHE_BYTES": str(1 << 30)}) as (url, process):
+        query = "?max_len=8192&d_model=8192&dtype=float64&format=npy"
         slow = threading.Thread(
-            target=lambda: results.append(
-                httpx.get(
-                    url + TABLE + "?max_len=8192&d_model=8192&dtype=float64&format=npy", timeout=60
-                )
-            )
+            target=lambda: results.append(httpx.get(url + TABLE + query, timeout=60))
         )
         slow.start()
         time.sleep(0.3)  # the request is being computed
@@ -225,9 +204,6 @@ def test_sigterm_lets_in_flight_requests_finish() -> None:
         slow.join(60)
         # uvicorn re-raises the signal once it has shut down cleanly
         assert process.wait(timeout=60) in (0, -signal.SIGTERM)
-    finally:
-        if process.poll() is None:
-            process.kill()
     assert results[0].status_code == 200
     assert len(results[0].content) > 8192 * 8192 * 8
     with pytest.raises(httpx.TransportError):
