@@ -1,22 +1,27 @@
 # syntax=docker/dockerfile:1
-# The service as a small image: the package is built into a wheel in one stage and
-# installed, without build or test tools, into a slim runtime image.
+# The service as a small image: the package and its dependencies, with the plots extra
+# (matplotlib, for the PNG pictures), are built into wheels in one stage and installed from
+# them alone, without build or test tools, into a slim runtime image.
 
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY service ./service
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[plots]"
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PE_HOST=0.0.0.0 \
-    PE_PORT=8000
+    PE_PORT=8000 \
+    MPLCONFIGDIR=/home/pe/.config/matplotlib
 RUN useradd --no-log-init --create-home --uid 10001 pe
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels "positional-encoding-service[plots]==1.0.0" \
+    && rm -rf /wheels
 USER 10001
+# matplotlib's font cache, built once here instead of on the first picture
+RUN python -c "import matplotlib.font_manager"
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('PE_PORT', '8000') + '/healthz', timeout=2)"]

@@ -154,6 +154,40 @@ def encoding(
     return out
 
 
+def similarity(
+    start: int, stop: int, step: int, d_model: int, base: float = DEFAULT_BASE
+) -> Float64Array:
+    """The dot products ``PE[p] . PE[q]`` for ``p, q`` in ``range(start, stop, step)``, in
+    float64 from exact angles: a square, symmetric matrix. The layout only orders the
+    columns, so it does not change them.
+
+    A sine-cosine pair contributes ``sin(pw)sin(qw) + cos(pw)cos(qw) = cos((p-q)w)``, so
+    the sum over pairs depends on ``p - q`` alone and is computed once per distance; an odd
+    ``d_model``'s last column (a sine without its cosine) adds ``sin(pw)sin(qw)``.
+    """
+    _check(start, stop, d_model, base, "interleaved", "float64")
+    if step < 1:
+        raise InvalidParameter("step", "must be a positive integer")
+    w_hi, w_lo = frequencies(d_model, base)
+    pairs = d_model // 2
+    count = len(range(start, stop, step))
+    by_distance = np.zeros(count)
+    if pairs:
+        rows = max(1, _CHUNK_ELEMENTS // pairs)
+        for first in range(0, count, rows):
+            distances = np.arange(first, min(first + rows, count), dtype=np.float64) * step
+            _, c = _sincos(distances, w_hi[:pairs], w_lo[:pairs])
+            by_distance[first : first + len(distances)] = c.sum(axis=1)
+    # row j is by_distance[|j - l|] for every l: a window onto the mirrored distances
+    mirrored = np.concatenate([by_distance[::-1], by_distance[1:]])
+    matrix = np.lib.stride_tricks.sliding_window_view(mirrored, count)[::-1]
+    if d_model % 2 == 0:
+        return np.ascontiguousarray(matrix)
+    positions = np.arange(start, stop, step, dtype=np.float64)
+    s, _ = _sincos(positions, w_hi[pairs:], w_lo[pairs:])
+    return matrix + s * s.T
+
+
 def _spans(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` consecutive row ranges covering ``start .. stop``, cut at block edges."""
     edges = [start + (stop - start) * k // parts for k in range(parts + 1)]

@@ -98,3 +98,17 @@ class UnsupportedMediaType(ServiceError):
     def __init__(self, content_type: str | None, accepted: list[str]) -> None:
         shown = "no Content-Type" if not content_type else f"Content-Type {content_type!r}"
         super().__init__(f"{shown} is not one of {', '.join(accepted)}", accepted=accepted)
+
+
+class PlotsUnavailable(ServiceError):
+    """This installation has no plotting library: the ``plots`` extra is not installed."""
+
+    status = 501
+    title = "Not Implemented"
+    slug = "plots-unavailable"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this installation cannot draw pictures: install the service with its plots "
+            "extra (pip install '.[plots]'), as the Docker image does"
+        )

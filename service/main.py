@@ -13,7 +13,7 @@ import anyio
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service import problems, routes
+from service import problems, routes, views
 from service.cache import TableCache, TableKey
 from service.hot import HotResponses
 from service.settings import Settings
@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.cache = TableCache(settings.cache_bytes)
         app.state.limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
         app.state.large_answers = anyio.Semaphore(os.cpu_count() or 1)
+        app.state.painter = anyio.CapacityLimiter(1)  # matplotlib draws one picture at a time
         app.state.ready = False
         app.state.preload_error = None
         preload = asyncio.create_task(_preload(app, settings))
@@ -81,4 +82,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.front = HotResponses(observed, cache=lambda: app.state.cache, record=observed.record)
     problems.install(app)
     app.include_router(routes.router)
+    app.include_router(views.router)
     return app

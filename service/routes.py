@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -14,16 +15,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import Receive, Scope, Send
 
 from service import batches, codecs
-from service.cache import TableCache, TableKey
+from service.cache import Table, TableCache, TableKey
 from service.errors import BodyTooLarge, LimitExceeded, MalformedBody, UnsupportedMediaType
 from service.problems import PROBLEM_MEDIA_TYPE, problem
 from service.schemas import (
     ApplyBody,
     ApplyDocument,
     ApplyQuery,
+    BlockQuery,
     CacheDocument,
     CacheEntry,
     Problem,
+    RowsQuery,
     Status,
     TableDocument,
     TableQuery,
@@ -104,10 +107,11 @@ _PROBLEM_CAUSES = {
     413: "The body is over PE_MAX_BODY_BYTES.",
     415: "The body's media type is not one the endpoint reads.",
     422: "A parameter is invalid or a limit is exceeded.",
+    501: "This installation cannot draw pictures: it lacks the plots extra (matplotlib).",
 }
 
 
-def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+def problems_of(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the problem responses an operation can give."""
     return {
         status: {
@@ -173,10 +177,15 @@ def matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in candidates or etag in candidates
 
 
-def check_limits(query: TableQuery, fmt: codecs.Format, settings: Settings) -> None:
+def check_table_size(query: RowsQuery, settings: Settings) -> None:
+    """422 for a table over ``PE_MAX_ELEMENTS``, before anything is allocated."""
     elements = query.max_len * query.d_model
     if elements > settings.max_elements:
         raise LimitExceeded("max_len × d_model", elements, settings.max_elements, "PE_MAX_ELEMENTS")
+
+
+def check_limits(query: TableQuery, fmt: codecs.Format, settings: Settings) -> None:
+    check_table_size(query, settings)
     rows, cols = query.shape
     if fmt == "json" and rows * cols > settings.max_json_elements:
         raise LimitExceeded(
@@ -200,7 +209,7 @@ def check_limits(query: TableQuery, fmt: codecs.Format, settings: Settings) -> N
             "headers": _table_headers,
         },
         304: {"description": "Not modified: the If-None-Match tag is current."},
-        **_problems(406, 422),
+        **problems_of(406, 422),
     },
 )
 async def get_table(
@@ -241,14 +250,32 @@ async def get_table(
     return PermitResponse(body, {**headers, **encoded}, permits.release, settings.send_timeout)
 
 
-async def _answer(
-    request: Request, query: TableQuery, fmt: codecs.Format, gzip: bool, cache: TableCache
-) -> tuple[codecs.Headers, bytes]:
-    """The encoded block the query asks for: from the cache, computing what it lacks."""
+async def table_rows(request: Request, query: BlockQuery, cache: TableCache) -> Table:
+    """The table ``query`` names with at least its ``row_stop`` rows: from the cache, or
+    computed in a worker thread."""
     key = TableKey(query.d_model, query.base, query.layout, query.dtype)
     table = cache.peek(key, query.row_stop)
     if table is None:
         table = await offload(request, cache.get, key, query.row_stop)
+    return table
+
+
+@asynccontextmanager
+async def large_table_turn(request: Request, query: BlockQuery) -> AsyncIterator[None]:
+    """For a table over 8 MiB, hold one of the few permits (see ``PermitResponse``)."""
+    if query.row_stop * query.d_model * np.dtype(query.dtype).itemsize <= _LARGE_TABLE_BYTES:
+        yield
+        return
+    permits: anyio.Semaphore = request.app.state.large_answers
+    async with permits:
+        yield
+
+
+async def _answer(
+    request: Request, query: TableQuery, fmt: codecs.Format, gzip: bool, cache: TableCache
+) -> tuple[codecs.Headers, bytes]:
+    """The encoded block the query asks for: from the cache, computing what it lacks."""
+    table = await table_rows(request, query, cache)
     block = table[query.start : query.row_stop, query.dim_start : query.col_stop]
     inline = (
         block.size <= _INLINE_JSON_ELEMENTS
@@ -301,7 +328,7 @@ async def read_body(request: Request, limit: int) -> bytearray:
     openapi_extra={"requestBody": _apply_body},
     responses={
         200: {"model": ApplyDocument, "content": _apply_media, "description": "The result."},
-        **_problems(400, 406, 413, 415, 422),
+        **problems_of(400, 406, 413, 415, 422),
     },
 )
 async def apply(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from service.codecs import Format, TableFormat
 from service.core import DEFAULT_BASE, DType, Layout
+from service.plots import MIN_HEIGHT, MIN_WIDTH, Colormap
 
 
 def _below(value: int, info: ValidationInfo, bound: str, what: str) -> int:
@@ -29,8 +30,8 @@ def _within(value: int | None, info: ValidationInfo, low: str, high: str) -> int
     return value
 
 
-class TableQuery(BaseModel):
-    """Which table, which block of it, and in what form."""
+class RowsQuery(BaseModel):
+    """Which table, and which of its rows."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -46,21 +47,9 @@ class TableQuery(BaseModel):
         allow_inf_nan=False,
         description="Wavelength base: column pair i has frequency base^(-2i/d_model).",
     )
-    layout: Layout = Field(
-        "interleaved",
-        description="interleaved: sin, cos, sin, ... (the paper); split: all sines, then cosines.",
-    )
-    dtype: DType = Field("float32", description="Element type of the returned table.")
     start: int = Field(0, ge=0, description="First row returned (inclusive).")
     stop: int | None = Field(
         None, ge=1, description="Row after the last returned; default max_len."
-    )
-    dim_start: int = Field(0, ge=0, description="First column returned (inclusive).")
-    dim_stop: int | None = Field(
-        None, ge=1, description="Column after the last returned; default d_model."
-    )
-    format: TableFormat | None = Field(
-        None, description="json, npy or raw; when absent the Accept header decides."
     )
 
     @field_validator("start")
@@ -68,24 +57,47 @@ class TableQuery(BaseModel):
     def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
         return _below(value, info, "max_len", "rows are 0 .. max_len-1")
 
-    @field_validator("dim_start")
-    @classmethod
-    def _dim_start_in_table(cls, value: int, info: ValidationInfo) -> int:
-        return _below(value, info, "d_model", "columns are 0 .. d_model-1")
-
     @field_validator("stop")
     @classmethod
     def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
         return _within(value, info, "start", "max_len")
 
+    @property
+    def row_stop(self) -> int:
+        return self.max_len if self.stop is None else self.stop
+
+    def label(self) -> str:
+        """The parameters as a picture's title shows them."""
+        rows = (
+            ""
+            if (self.start, self.row_stop) == (0, self.max_len)
+            else (f", rows {self.start}..{self.row_stop - 1}")
+        )
+        return f"max_len={self.max_len}, d_model={self.d_model}, base={self.base:.15g}{rows}"
+
+
+class BlockQuery(RowsQuery):
+    """Which table, and which block of it."""
+
+    layout: Layout = Field(
+        "interleaved",
+        description="interleaved: sin, cos, sin, ... (the paper); split: all sines, then cosines.",
+    )
+    dtype: DType = Field("float32", description="Element type of the returned table.")
+    dim_start: int = Field(0, ge=0, description="First column returned (inclusive).")
+    dim_stop: int | None = Field(
+        None, ge=1, description="Column after the last returned; default d_model."
+    )
+
+    @field_validator("dim_start")
+    @classmethod
+    def _dim_start_in_table(cls, value: int, info: ValidationInfo) -> int:
+        return _below(value, info, "d_model", "columns are 0 .. d_model-1")
+
     @field_validator("dim_stop")
     @classmethod
     def _dim_stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
         return _within(value, info, "dim_start", "d_model")
-
-    @property
-    def row_stop(self) -> int:
-        return self.max_len if self.stop is None else self.stop
 
     @property
     def col_stop(self) -> int:
@@ -109,6 +121,47 @@ class TableQuery(BaseModel):
             "dim_stop": self.col_stop,
             "shape": list(self.shape),
         }
+
+    def label(self) -> str:
+        columns = (
+            ""
+            if (self.dim_start, self.col_stop) == (0, self.d_model)
+            else (f", dimensions {self.dim_start}..{self.col_stop - 1}")
+        )
+        return f"{super().label()}{columns}, {self.layout}, {self.dtype}"
+
+
+class TableQuery(BlockQuery):
+    """Which table, which block of it, and in what form."""
+
+    format: TableFormat | None = Field(
+        None, description="json, npy or raw; when absent the Accept header decides."
+    )
+
+
+Width = Annotated[
+    int, Field(ge=MIN_WIDTH, description="Picture width in pixels, at most PE_MAX_IMAGE_WIDTH.")
+]
+Height = Annotated[
+    int, Field(ge=MIN_HEIGHT, description="Picture height in pixels, at most PE_MAX_IMAGE_HEIGHT.")
+]
+
+
+class HeatmapQuery(BlockQuery):
+    """A table or a block of it as a picture: positions down, dimensions across."""
+
+    width: Width = 800
+    height: Height = 600
+    cmap: Colormap = Field("RdBu", description="matplotlib colormap; the scale is -1 .. 1.")
+
+
+class SimilarityQuery(RowsQuery):
+    """The dot products of the rows start .. stop-1 with each other, as a picture. The
+    layout does not change them, and they are computed from exact angles."""
+
+    width: Width = 800
+    height: Height = 600
+    cmap: Colormap = Field("viridis", description="matplotlib colormap.")
 
 
 class ApplyQuery(BaseModel):

@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     shutdown_timeout: int = Field(30, ge=0)
     send_timeout: float = Field(30.0, gt=0)
+    max_image_width: int = Field(2048, ge=320)
+    max_image_height: int = Field(2048, ge=240)
 
     @field_validator("preload")
     @classmethod

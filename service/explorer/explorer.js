@@ -1,0 +1,572 @@
+// The explorer: fetches a table from the service's raw endpoint (little-endian float32 with
+// X-Shape) and draws it three ways on canvases. No libraries, no build step, no other host.
+"use strict";
+
+(() => {
+  const TABLE = "/v1/encodings/sinusoidal";
+  const MAX_ENTRIES = 1 << 22; // 16 MiB of float32: more would make the page sluggish
+  const PARAMS = ["max_len", "d_model", "base", "layout"];
+  // matplotlib's RdBu (ColorBrewer, 11 classes): -1 is dark red, +1 dark blue, like the PNGs
+  const RDBU = [
+    "#67001f", "#b2182b", "#d6604d", "#f4a582", "#fddbc7", "#f7f7f7",
+    "#d1e5f0", "#92c5de", "#4393c3", "#2166ac", "#053061",
+  ];
+  // matplotlib's tab10, for the waves
+  const LINES = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+  ];
+  const MARGIN = { left: 58, right: 16, top: 12, bottom: 40 }; // CSS pixels
+  const COLORBAR = 64; // CSS pixels on the heatmap's right
+
+  const $ = (id) => document.getElementById(id);
+  const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+  const LUT = colormap(RDBU, 256);
+
+  let current = null; // {params, rows, cols, table}
+  let generation = 0;
+  let pending = null;
+
+  // --- numbers -----------------------------------------------------------------------
+
+  /** The shortest decimal that reads back as the same float32, as the JSON answers print. */
+  function shortest(value) {
+    if (!Number.isFinite(value)) return String(value);
+    for (let digits = 1; digits <= 9; digits++) {
+      const text = Number(value.toPrecision(digits));
+      if (Math.fround(text) === value) return String(text);
+    }
+    return String(value);
+  }
+
+  function niceTicks(low, high, count) {
+    const span = high - low;
+    if (!(span > 0)) return [low];
+    const raw = span / count;
+    const power = 10 ** Math.floor(Math.log10(raw));
+    const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+    const ticks = [];
+    for (let t = Math.ceil(low / step) * step; t <= high + step * 1e-9; t += step) {
+      ticks.push(Math.abs(t) < step * 1e-9 ? 0 : t);
+    }
+    return ticks;
+  }
+
+  function tickText(value) {
+    return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(4)));
+  }
+
+  function colormap(stops, size) {
+    const rgb = stops.map((hex) => [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)));
+    const lut = new Uint8ClampedArray(size * 3);
+    for (let i = 0; i < size; i++) {
+      const x = (i / (size - 1)) * (rgb.length - 1);
+      const k = Math.min(Math.floor(x), rgb.length - 2);
+      const f = x - k;
+      for (let c = 0; c < 3; c++) lut[i * 3 + c] = rgb[k][c] + (rgb[k + 1][c] - rgb[k][c]) * f;
+    }
+    return lut;
+  }
+
+  function colorIndex(value) {
+    const i = Math.round(((value + 1) / 2) * 255);
+    return i < 0 ? 0 : i > 255 ? 255 : i;
+  }
+
+  // --- parameters and URLs ------------------------------------------------------------
+
+  function readParams() {
+    const params = {};
+    for (const name of PARAMS) params[name] = $(name).value.trim();
+    return params;
+  }
+
+  function query(params, extra) {
+    const search = new URLSearchParams();
+    for (const name of PARAMS) search.set(name, params[name]);
+    for (const [name, value] of Object.entries(extra || {})) search.set(name, value);
+    return search.toString();
+  }
+
+  function curlCommand(params) {
+    const url = `${location.origin}${TABLE}?${query(params, { format: "npy" })}`;
+    return `curl -o pe.npy '${url}'`;
+  }
+
+  function restoreFromAddress() {
+    const search = new URLSearchParams(location.search);
+    for (const name of [...PARAMS, "dims", "position"]) {
+      if (search.has(name)) $(name).value = search.get(name);
+    }
+  }
+
+  function rememberInAddress(params) {
+    const search = new URLSearchParams(query(params));
+    search.set("dims", $("dims").value);
+    search.set("position", $("position").value);
+    history.replaceState(null, "", `?${search}`);
+  }
+
+  // --- loading ------------------------------------------------------------------------
+
+  async function problemOf(response) {
+    try {
+      const doc = await response.json();
+      const fields = (doc.errors || []).map((e) => `${e.name}: ${e.detail}`);
+      return new Error(fields.length ? fields.join("; ") : doc.detail || doc.title);
+    } catch {
+      return new Error(`${response.status} ${response.statusText}`);
+    }
+  }
+
+  function decode(buffer, dtype) {
+    if (dtype !== "float32") throw new Error(`unexpected X-Dtype ${dtype}`);
+    if (LITTLE_ENDIAN) return new Float32Array(buffer);
+    const view = new DataView(buffer);
+    const out = new Float32Array(buffer.byteLength / 4);
+    for (let i = 0; i < out.length; i++) out[i] = view.getFloat32(i * 4, true);
+    return out;
+  }
+
+  async function load() {
+    const params = readParams();
+    const mine = ++generation;
+    if (pending) pending.abort();
+    pending = new AbortController();
+    const entries = Number(params.max_len) * Number(params.d_model);
+    if (entries > MAX_ENTRIES) {
+      fail(new Error(`max_len × d_model is ${entries.toLocaleString("en")}; the explorer ` +
+        `draws at most ${MAX_ENTRIES.toLocaleString("en")} entries. Ask heatmap.png for ` +
+        "larger tables."));
+      return;
+    }
+    document.body.dataset.state = "loading";
+    $("status").textContent = "Loading…";
+    const started = performance.now();
+    try {
+      const response = await fetch(`${TABLE}?${query(params, { format: "raw" })}`, {
+        headers: { Accept: "application/octet-stream" },
+        signal: pending.signal,
+      });
+      if (!response.ok) throw await problemOf(response);
+      const [rows, cols] = response.headers.get("X-Shape").split(",").map(Number);
+      const table = decode(await response.arrayBuffer(), response.headers.get("X-Dtype"));
+      if (mine !== generation) return;
+      const fetched = performance.now() - started;
+      current = { params, rows, cols, table };
+      const drawn = drawAll();
+      $("problem").hidden = true;
+      const size = (table.byteLength / 1048576).toFixed(2);
+      $("status").textContent = `${rows} × ${cols} float32 table (${size} MiB): fetched in ` +
+        `${fetched.toFixed(0)} ms, heatmap drawn in ${drawn.heatmap.toFixed(1)} ms, ` +
+        `all three views in ${drawn.total.toFixed(1)} ms.`;
+      Object.assign(document.body.dataset, {
+        state: "ready",
+        params: `${rows}x${cols}@${params.base}:${params.layout}`,
+        fetchMs: fetched.toFixed(2),
+        heatmapMs: drawn.heatmap.toFixed(2),
+        drawMs: drawn.total.toFixed(2),
+      });
+      showLinks(params);
+      rememberInAddress(params);
+    } catch (error) {
+      if (error.name === "AbortError" || mine !== generation) return;
+      fail(error);
+    }
+  }
+
+  function fail(error) {
+    document.body.dataset.state = "error";
+    $("status").textContent = "";
+    $("problem").textContent = error.message;
+    $("problem").hidden = false;
+  }
+
+  function showLinks(params) {
+    $("curl").textContent = curlCommand(params);
+    $("copy-curl").href = `${TABLE}?${query(params, { format: "npy" })}`;
+    $("heatmap-png").href = `${TABLE}/heatmap.png?${query(params)}`;
+    const { max_len, d_model, base } = params; // the layout does not change dot products
+    $("similarity-png").href =
+      `${TABLE}/similarity.png?${new URLSearchParams({ max_len, d_model, base })}`;
+  }
+
+  // --- canvases -----------------------------------------------------------------------
+
+  /** Size the canvas to its CSS box in device pixels; the plot area within the margins. */
+  function surface(canvas, right) {
+    const ratio = window.devicePixelRatio || 1;
+    const box = canvas.getBoundingClientRect();
+    canvas.width = Math.max(1, Math.round(box.width * ratio));
+    canvas.height = Math.max(1, Math.round(box.height * ratio));
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    const x = Math.round(MARGIN.left * ratio);
+    const y = Math.round(MARGIN.top * ratio);
+    const plot = {
+      x,
+      y,
+      w: Math.max(1, canvas.width - x - Math.round((MARGIN.right + (right || 0)) * ratio)),
+      h: Math.max(1, canvas.height - y - Math.round(MARGIN.bottom * ratio)),
+    };
+    canvas.plot = plot;
+    canvas.ratio = ratio;
+    return { ctx, plot, ratio };
+  }
+
+  function axes(ctx, plot, ratio, x, y) {
+    ctx.save();
+    ctx.strokeStyle = "#8a949e";
+    ctx.fillStyle = "#1d232a";
+    ctx.lineWidth = ratio;
+    ctx.strokeRect(plot.x - 0.5, plot.y - 0.5, plot.w + 1, plot.h + 1);
+    ctx.font = `${11 * ratio}px system-ui, "DejaVu Sans", sans-serif`;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "top";
+    for (const t of niceTicks(x.low, x.high, Math.max(2, plot.w / (80 * ratio)))) {
+      const px = plot.x + x.at(t);
+      ctx.beginPath();
+      ctx.moveTo(px, plot.y + plot.h);
+      ctx.lineTo(px, plot.y + plot.h + 4 * ratio);
+      ctx.stroke();
+      ctx.fillText(tickText(t), px, plot.y + plot.h + 6 * ratio);
+    }
+    ctx.fillText(x.label, plot.x + plot.w / 2, plot.y + plot.h + 22 * ratio);
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    for (const t of niceTicks(y.low, y.high, Math.max(2, plot.h / (40 * ratio)))) {
+      const py = plot.y + y.at(t);
+      ctx.beginPath();
+      ctx.moveTo(plot.x - 4 * ratio, py);
+      ctx.lineTo(plot.x, py);
+      ctx.stroke();
+      ctx.fillText(tickText(t), plot.x - 6 * ratio, py);
+    }
+    ctx.translate(12 * ratio, plot.y + plot.h / 2);
+    ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = "center";
+    ctx.fillText(y.label, 0, 0);
+    ctx.restore();
+  }
+
+  function drawHeatmap() {
+    const canvas = $("heatmap");
+    const { rows, cols, table } = current;
+    const { ctx, plot, ratio } = surface(canvas, COLORBAR);
+    const image = ctx.createImageData(plot.w, plot.h);
+    const pixels = image.data;
+    const colOf = new Int32Array(plot.w);
+    for (let px = 0; px < plot.w; px++) colOf[px] = Math.floor(((px + 0.5) * cols) / plot.w);
+    for (let py = 0; py < plot.h; py++) {
+      const offset = Math.floor(((py + 0.5) * rows) / plot.h) * cols;
+      let p = py * plot.w * 4;
+      for (let px = 0; px < plot.w; px++, p += 4) {
+        const c = colorIndex(table[offset + colOf[px]]) * 3;
+        pixels[p] = LUT[c];
+        pixels[p + 1] = LUT[c + 1];
+        pixels[p + 2] = LUT[c + 2];
+        pixels[p + 3] = 255;
+      }
+    }
+    ctx.putImageData(image, plot.x, plot.y);
+    axes(ctx, plot, ratio,
+      { low: 0, high: cols, label: "dimension", at: (t) => (t / cols) * plot.w },
+      { low: 0, high: rows, label: "position", at: (t) => (t / rows) * plot.h });
+    colorbar(ctx, plot, ratio);
+  }
+
+  function colorbar(ctx, plot, ratio) {
+    const x = plot.x + plot.w + 18 * ratio;
+    const w = 14 * ratio;
+    for (let py = 0; py < plot.h; py++) {
+      const c = colorIndex(1 - (2 * py) / (plot.h - 1)) * 3;
+      ctx.fillStyle = `rgb(${LUT[c]},${LUT[c + 1]},${LUT[c + 2]})`;
+      ctx.fillRect(x, plot.y + py, w, 1);
+    }
+    ctx.fillStyle = "#1d232a";
+    ctx.font = `${11 * ratio}px system-ui, "DejaVu Sans", sans-serif`;
+    ctx.textBaseline = "middle";
+    for (const [label, at] of [["1", 0], ["0", 0.5], ["-1", 1]]) {
+      ctx.fillText(label, x + w + 4 * ratio, plot.y + at * (plot.h - 1));
+    }
+  }
+
+  function chosenDimensions() {
+    const { cols } = current;
+    const chosen = [];
+    const outside = [];
+    for (const part of $("dims").value.split(/[\s,]+/).filter(Boolean)) {
+      const k = Number(part);
+      if (Number.isInteger(k) && k >= 0 && k < cols) {
+        if (!chosen.includes(k)) chosen.push(k);
+      } else {
+        outside.push(part);
+      }
+    }
+    return { chosen: chosen.slice(0, LINES.length), outside };
+  }
+
+  /** One polyline over positions; a column of pixels covering many positions draws their
+   *  range, so no peak is lost however long the table. */
+  function trace(ctx, plot, rows, valueAt, yOf) {
+    ctx.beginPath();
+    if (rows <= plot.w) {
+      for (let r = 0; r < rows; r++) {
+        const px = plot.x + (rows === 1 ? plot.w / 2 : (r / (rows - 1)) * plot.w);
+        if (r === 0) ctx.moveTo(px, yOf(valueAt(r)));
+        else ctx.lineTo(px, yOf(valueAt(r)));
+      }
+    } else {
+      for (let px = 0; px < plot.w; px++) {
+        const first = Math.floor((px * rows) / plot.w);
+        const last = Math.max(first + 1, Math.floor(((px + 1) * rows) / plot.w));
+        let low = Infinity;
+        let high = -Infinity;
+        for (let r = first; r < last; r++) {
+          const v = valueAt(r);
+          if (v < low) low = v;
+          if (v > high) high = v;
+        }
+        if (px === 0) ctx.moveTo(plot.x, yOf(low));
+        ctx.lineTo(plot.x + px, yOf(low));
+        ctx.lineTo(plot.x + px, yOf(high));
+      }
+    }
+    ctx.stroke();
+  }
+
+  function positionAxis(plot, rows) {
+    const last = Math.max(rows - 1, 1);
+    return { low: 0, high: rows - 1, label: "position", at: (t) => (t / last) * plot.w };
+  }
+
+  function drawWaves() {
+    const canvas = $("waves");
+    const { rows, cols, table } = current;
+    const { ctx, plot, ratio } = surface(canvas);
+    const { chosen, outside } = chosenDimensions();
+    const yOf = (v) => plot.y + ((1 - v) / 2) * plot.h;
+    ctx.lineWidth = 1.5 * ratio;
+    chosen.forEach((k, i) => {
+      ctx.strokeStyle = LINES[i];
+      trace(ctx, plot, rows, (r) => table[r * cols + k], yOf);
+    });
+    axes(ctx, plot, ratio, positionAxis(plot, rows), {
+      low: -1, high: 1, label: "value", at: (t) => ((1 - t) / 2) * plot.h,
+    });
+    const legend = $("legend");
+    legend.replaceChildren(...chosen.map((k, i) => {
+      const item = document.createElement("span");
+      const swatch = document.createElement("i");
+      swatch.style.background = LINES[i];
+      item.append(swatch, `dimension ${k}`);
+      return item;
+    }));
+    if (outside.length) {
+      const note = document.createElement("span");
+      note.textContent = `not in 0..${cols - 1}: ${outside.join(", ")}`;
+      legend.append(note);
+    }
+    canvas.dimensions = chosen;
+  }
+
+  function similarities(p) {
+    const { rows, cols, table } = current;
+    const out = new Float64Array(rows);
+    const base = p * cols;
+    for (let q = 0; q < rows; q++) {
+      let sum = 0;
+      const row = q * cols;
+      for (let k = 0; k < cols; k++) sum += table[base + k] * table[row + k];
+      out[q] = sum;
+    }
+    return out;
+  }
+
+  function chosenPosition() {
+    const { rows } = current;
+    const p = Math.min(Math.max(0, Math.round(Number($("position").value) || 0)), rows - 1);
+    $("position").value = p;
+    $("position").max = rows - 1;
+    $("position-slider").max = rows - 1;
+    $("position-slider").value = p;
+    return p;
+  }
+
+  function drawSimilarity() {
+    const canvas = $("similarity");
+    const { rows } = current;
+    const { ctx, plot, ratio } = surface(canvas);
+    const p = chosenPosition();
+    const values = similarities(p);
+    let low = Infinity;
+    let high = -Infinity;
+    for (const v of values) {
+      if (v < low) low = v;
+      if (v > high) high = v;
+    }
+    const pad = (high - low) * 0.05 || 1;
+    low -= pad;
+    high += pad;
+    const yOf = (v) => plot.y + ((high - v) / (high - low)) * plot.h;
+    const x = positionAxis(plot, rows);
+    ctx.save();
+    ctx.strokeStyle = "#b2182b";
+    ctx.setLineDash([4 * ratio, 4 * ratio]);
+    ctx.lineWidth = ratio;
+    ctx.beginPath();
+    ctx.moveTo(plot.x + x.at(p), plot.y);
+    ctx.lineTo(plot.x + x.at(p), plot.y + plot.h);
+    ctx.stroke();
+    ctx.restore();
+    ctx.strokeStyle = LINES[0];
+    ctx.lineWidth = 1.5 * ratio;
+    trace(ctx, plot, rows, (q) => values[q], yOf);
+    axes(ctx, plot, ratio, { ...x, label: `position q (p = ${p})` }, {
+      low, high, label: "PE[p] · PE[q]", at: (t) => ((high - t) / (high - low)) * plot.h,
+    });
+    canvas.values = values;
+    canvas.position = p;
+  }
+
+  function drawAll() {
+    const t0 = performance.now();
+    drawHeatmap();
+    const t1 = performance.now();
+    drawWaves();
+    drawSimilarity();
+    return { heatmap: t1 - t0, total: performance.now() - t0 };
+  }
+
+  // --- hovering -----------------------------------------------------------------------
+
+  /** The table row (and column, across ``cols``) under the mouse, or null off the plot. */
+  function cell(canvas, event, cols, evenly) {
+    const { plot, ratio } = canvas;
+    const px = event.offsetX * ratio - plot.x;
+    const py = event.offsetY * ratio - plot.y;
+    if (!plot || px < 0 || py < 0 || px >= plot.w || py >= plot.h) return null;
+    const { rows } = current;
+    if (evenly) {
+      const last = Math.max(rows - 1, 1);
+      return { row: Math.min(rows - 1, Math.round((px / plot.w) * last)) };
+    }
+    return {
+      row: Math.min(rows - 1, Math.floor(((Math.floor(py) + 0.5) * rows) / plot.h)),
+      col: Math.min(cols - 1, Math.floor(((Math.floor(px) + 0.5) * cols) / plot.w)),
+    };
+  }
+
+  function show(event, lines, data) {
+    const readout = $("readout");
+    readout.textContent = lines.join("\n");
+    for (const key of Object.keys(readout.dataset)) delete readout.dataset[key];
+    Object.assign(readout.dataset, data);
+    readout.hidden = false;
+    readout.style.left = `${event.clientX + 14}px`;
+    readout.style.top = `${event.clientY + 14}px`;
+  }
+
+  function hide() {
+    $("readout").hidden = true;
+  }
+
+  function onHeatmap(event) {
+    if (!current) return;
+    const { cols, table } = current;
+    const at = cell(event.currentTarget, event, cols, false);
+    if (!at) return hide();
+    const value = shortest(table[at.row * cols + at.col]);
+    show(event, [`position ${at.row}`, `dimension ${at.col}`, `value ${value}`], {
+      view: "heatmap", position: at.row, dimension: at.col, value,
+    });
+  }
+
+  function onWaves(event) {
+    if (!current) return;
+    const canvas = event.currentTarget;
+    const { cols, table } = current;
+    const at = cell(canvas, event, cols, true);
+    if (!at || !canvas.dimensions.length) return hide();
+    const values = {};
+    const lines = [`position ${at.row}`];
+    for (const k of canvas.dimensions) {
+      values[k] = shortest(table[at.row * cols + k]);
+      lines.push(`dimension ${k}: ${values[k]}`);
+    }
+    show(event, lines, { view: "waves", position: at.row, values: JSON.stringify(values) });
+  }
+
+  function onSimilarity(event) {
+    if (!current) return;
+    const canvas = event.currentTarget;
+    const at = cell(canvas, event, current.cols, true);
+    if (!at) return hide();
+    const value = String(canvas.values[at.row]);
+    show(event, [`p ${canvas.position}, q ${at.row}`, `PE[p] · PE[q] = ${value}`], {
+      view: "similarity", p: canvas.position, position: at.row, value,
+    });
+  }
+
+  // --- wiring -------------------------------------------------------------------------
+
+  async function copyCurl(event) {
+    event.preventDefault();
+    if (!current) return;
+    const text = curlCommand(current.params);
+    const link = event.currentTarget;
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch {
+      const area = document.createElement("textarea");
+      area.value = text;
+      document.body.append(area);
+      area.select();
+      document.execCommand("copy");
+      area.remove();
+    }
+    link.dataset.copied = text;
+    link.textContent = "Copied the curl command";
+    setTimeout(() => { link.textContent = "Copy the curl command"; }, 2000);
+  }
+
+  function debounce(work, ms) {
+    let timer = 0;
+    return () => {
+      clearTimeout(timer);
+      timer = setTimeout(work, ms);
+    };
+  }
+
+  function redraw(view) {
+    if (!current) return;
+    view();
+    rememberInAddress(current.params);
+  }
+
+  function start() {
+    restoreFromAddress();
+    const reload = debounce(load, 200);
+    $("controls").addEventListener("submit", (event) => {
+      event.preventDefault();
+      load();
+    });
+    for (const name of PARAMS) $(name).addEventListener("change", reload);
+    $("dims").addEventListener("input", debounce(() => redraw(drawWaves), 150));
+    $("position").addEventListener("input", () => redraw(drawSimilarity));
+    $("position-slider").addEventListener("input", () => {
+      $("position").value = $("position-slider").value;
+      redraw(drawSimilarity);
+    });
+    $("heatmap").addEventListener("mousemove", onHeatmap);
+    $("waves").addEventListener("mousemove", onWaves);
+    $("similarity").addEventListener("mousemove", onSimilarity);
+    for (const id of ["heatmap", "waves", "similarity"]) $(id).addEventListener("mouseleave", hide);
+    $("copy-curl").addEventListener("click", copyCurl);
+    window.addEventListener("resize", debounce(() => current && drawAll(), 150));
+    load();
+  }
+
+  start();
+})();
