@@ -9,7 +9,6 @@ out. matplotlib is not thread-safe, so callers draw one picture at a time.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import io
 import textwrap
 from dataclasses import dataclass
@@ -65,8 +64,12 @@ class Axis:
 
 @functools.cache
 def available() -> bool:
-    """Whether matplotlib can be imported here."""
-    return importlib.util.find_spec("matplotlib") is not None
+    """Whether matplotlib can be imported here (it is, on the first picture)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def require() -> None:

@@ -175,3 +175,51 @@ def test_very_wide_tables_are_exact_too() -> None:
     for r, k in [(0, 0), (1, 1), (2, 5000), (0, d_model - 1), (1, d_model - 2), (2, 32770)]:
         assert oracle.exact_error(table[r, k], 70 + r, k, d_model, 10000.0) <= F64_BOUND
     assert np.array_equal(core.encoding(71, 72, d_model, dtype="float64"), table[1:2])
+
+
+@pytest.mark.parametrize(
+    ("start", "stop", "step", "d_model", "base"),
+    [
+        pytest.param(0, 50, 1, 4, 100.0, id="50x4"),
+        pytest.param(0, 40, 1, 5, 10000.0, id="odd"),
+        pytest.param(0, 5, 1, 1, 10000.0, id="one-column"),
+        pytest.param(3, 1000, 7, 33, 10000.0, id="stepped-odd"),
+        pytest.param(10**6, 10**6 + 300, 3, 512, 10000.0, id="near-a-million"),
+        pytest.param(0, 1, 1, 2, 10000.0, id="one-position"),
+    ],
+)
+def test_similarity_is_the_matrix_of_dot_products(
+    start: int, stop: int, step: int, d_model: int, base: float
+) -> None:
+    rows = core.encoding(start, stop, d_model, base, "interleaved", "float64")[::step]
+    expected = rows @ rows.T
+    got = core.similarity(start, stop, step, d_model, base)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * d_model)
+    np.testing.assert_array_equal(got, got.T)
+    assert got.flags.c_contiguous
+
+
+def test_similarity_does_not_depend_on_the_layout() -> None:
+    split = core.encoding(0, 64, 9, 10000.0, "split", "float64")
+    np.testing.assert_allclose(core.similarity(0, 64, 1, 9), split @ split.T, atol=1e-13)
+
+
+def test_similarity_of_a_position_with_itself_counts_the_columns() -> None:
+    """A sine-cosine pair contributes sin² + cos² = 1; an odd last column sin²(p w)."""
+    diagonal = np.diag(core.similarity(0, 10, 1, 8))
+    np.testing.assert_allclose(diagonal, 4.0, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        pytest.param((0, 10, 0, 4), "step", id="step"),
+        pytest.param((5, 5, 1, 4), "stop", id="empty"),
+        pytest.param((0, 10, 1, 0), "d_model", id="d_model"),
+    ],
+)
+def test_similarity_refuses_invalid_arguments(args: tuple[int, int, int, int], name: str) -> None:
+    with pytest.raises(InvalidParameter) as caught:
+        core.similarity(*args)
+    assert caught.value.name == name

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -140,6 +141,10 @@ def test_the_images_install_and_start_steps_work(image_venv: Path) -> None:
             capture_output=True,
         )
         assert probe.returncode == 0, probe.stderr
+        # the image has the plots extra: it draws pictures
+        picture = httpx.get(f"{url}/v1/encodings/sinusoidal/heatmap.png?max_len=8&d_model=8")
+        assert picture.status_code == 200
+        assert picture.headers["content-type"] == "image/png"
     dead = subprocess.run(
         [str(image_venv / "bin" / "python"), *healthcheck[1:]],
         env={"PE_PORT": port},

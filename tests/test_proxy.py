@@ -133,6 +133,18 @@ def test_a_repeated_table_is_served_from_the_proxy_cache(deployment: Deployment)
     ] == first
 
 
+def test_pictures_and_the_explorer_come_through_the_proxy(deployment: Deployment) -> None:
+    url = deployment.proxy + f"{TABLE}/heatmap.png?max_len=40&d_model=24&base=19"
+    responses = [httpx.get(url) for _ in range(2)]
+    assert [r.headers["x-cache-status"] for r in responses] == ["MISS", "HIT"]
+    assert responses[1].headers["content-type"] == "image/png"
+    assert responses[1].content == responses[0].content
+    page = httpx.get(deployment.proxy + "/")
+    assert page.status_code == 200
+    assert "content-security-policy" in page.headers
+    assert httpx.get(deployment.proxy + "/explorer/explorer.js").status_code == 200
+
+
 def test_the_proxy_cache_keeps_formats_apart(deployment: Deployment) -> None:
     url = deployment.proxy + f"{TABLE}?max_len=16&d_model=16&base=13"
     as_json = httpx.get(url, headers={"accept": "application/json"})

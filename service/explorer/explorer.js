@@ -257,9 +257,10 @@
     const image = ctx.createImageData(plot.w, plot.h);
     const pixels = image.data;
     const colOf = new Int32Array(plot.w);
-    for (let px = 0; px < plot.w; px++) colOf[px] = Math.floor(((px + 0.5) * cols) / plot.w);
+    // each pixel shows the entry under its top-left corner, as hovering reports it
+    for (let px = 0; px < plot.w; px++) colOf[px] = Math.floor((px * cols) / plot.w);
     for (let py = 0; py < plot.h; py++) {
-      const offset = Math.floor(((py + 0.5) * rows) / plot.h) * cols;
+      const offset = Math.floor((py * rows) / plot.h) * cols;
       let p = py * plot.w * 4;
       for (let px = 0; px < plot.w; px++, p += 4) {
         const c = colorIndex(table[offset + colOf[px]]) * 3;
@@ -364,7 +365,7 @@
       return item;
     }));
     if (outside.length) {
-      const note = document.createElement("span");
+      const note = document.createElement("em");
       note.textContent = `not in 0..${cols - 1}: ${outside.join(", ")}`;
       legend.append(note);
     }
@@ -453,8 +454,8 @@
       return { row: Math.min(rows - 1, Math.round((px / plot.w) * last)) };
     }
     return {
-      row: Math.min(rows - 1, Math.floor(((Math.floor(py) + 0.5) * rows) / plot.h)),
-      col: Math.min(cols - 1, Math.floor(((Math.floor(px) + 0.5) * cols) / plot.w)),
+      row: Math.min(rows - 1, Math.floor((Math.floor(py) * rows) / plot.h)),
+      col: Math.min(cols - 1, Math.floor((Math.floor(px) * cols) / plot.w)),
     };
   }
 
