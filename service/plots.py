@@ -45,6 +45,8 @@ DPI: Final = 100
 # smaller figures have no room for the title, the labels and the colorbar
 MIN_WIDTH: Final = 320
 MIN_HEIGHT: Final = 240
+# margins, in pixels: tick and axis labels left and below, the colorbar right
+_LEFT, _RIGHT, _BOTTOM, _GAP, _BAR = 72, 100, 46, 14, 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,7 @@ def bin_means(block: NDArray[np.floating], rows: int, cols: int) -> NDArray[np.f
 
 def _wrap(title: str, width: int) -> str:
     """``title`` broken into lines that fit ``width`` pixels (about 7 pixels a character)."""
-    chars = max(24, width // 7)
+    chars = max(20, width // 7)
     return "\n".join(textwrap.fill(line, chars) for line in title.splitlines())
 
 
@@ -113,7 +115,7 @@ def _figure(width: int, height: int) -> Figure:
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotsUnavailable() from None
-    return Figure(figsize=(width / DPI, height / DPI), dpi=DPI, layout="constrained")
+    return Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
 
 
 def _draw(
@@ -128,10 +130,16 @@ def _draw(
     height: int,
     cmap: Colormap,
 ) -> bytes:
+    # Fixed margins in pixels rather than a layout engine, which would cost as much as the
+    # drawing itself: the tick labels, the axis labels, the colorbar and its labels fit them.
+    wrapped = _wrap(title, width - _LEFT)
+    top = 24 + 16 * (wrapped.count("\n") + 1)  # and room for an axis offset, as 1e6
+    plot_w, plot_h = width - _LEFT - _RIGHT, height - top - _BOTTOM
     figure = _figure(width, height)
-    axes = figure.add_subplot()
+    axes = figure.add_axes((_LEFT / width, _BOTTOM / height, plot_w / width, plot_h / height))
+    bar = ((_LEFT + plot_w + _GAP) / width, _BOTTOM / height, _BAR / width, plot_h / height)
     left, right = x.edges
-    top, bottom = y.edges
+    top_edge, bottom_edge = y.edges
     image = axes.imshow(
         data,
         aspect="auto",
@@ -139,14 +147,18 @@ def _draw(
         vmin=scale[0],
         vmax=scale[1],
         interpolation="nearest",
-        extent=(left, right, bottom, top),  # position 0 at the top, as in matshow
+        extent=(left, right, bottom_edge, top_edge),  # position 0 at the top, as in matshow
     )
     axes.set_xlabel(x.label)
     axes.set_ylabel(y.label)
-    axes.set_title(_wrap(title, width), fontsize="medium")
-    figure.colorbar(image, ax=axes, label=label)
+    axes.set_title(wrapped, fontsize="medium")
+    figure.colorbar(image, cax=figure.add_axes(bar), label=label)
     out = io.BytesIO()
-    figure.savefig(out, format="png", dpi=DPI, metadata={"Software": None})
+    # zlib's fastest level: a third of the drawing time saved for 8 % more bytes, and a
+    # picture is drawn once and then served from the caches
+    figure.savefig(
+        out, format="png", dpi=DPI, metadata={"Software": None}, pil_kwargs={"compress_level": 1}
+    )
     return out.getvalue()
 
 

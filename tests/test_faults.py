@@ -44,8 +44,14 @@ def test_sigterm_during_load_lets_every_in_flight_request_finish() -> None:
         for thread in threads:
             thread.join(60)
         assert process.wait(timeout=60) in (0, -signal.SIGTERM)
-    in_flight = [o for o in outcomes if o[0] < signalled - 0.01 < o[1]]
-    before = [o for o in outcomes if o[0] < signalled - 0.01]
+    # A request the client sent just before the signal may still sit unread in the socket
+    # when uvicorn closes the connections that have no request in progress; the kernel then
+    # resets it. With eight busy client threads and a busy event loop that window has been
+    # seen to reach past 10 ms, so only requests sent 100 ms before the signal count as in
+    # flight (a request here takes longer than that, so there are still several).
+    sent = signalled - 0.1
+    in_flight = [o for o in outcomes if o[0] < sent < o[1]]
+    before = [o for o in outcomes if o[0] < sent]
     print(f"\nSIGTERM: {len(before)} requests sent before it, {len(in_flight)} in flight at it")
     assert len(in_flight) >= 4
     assert [status for _, _, status in before] == [200] * len(before)
