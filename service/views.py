@@ -45,7 +45,14 @@ _PAGE_POLICY: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-_png = {"image/png": {"schema": {"type": "string", "format": "binary"}}}
+_PICTURE_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
+    200: {
+        "content": {"image/png": {"schema": {"type": "string", "format": "binary"}}},
+        "description": "The picture.",
+    },
+    304: {"description": "Not modified: the If-None-Match tag is current."},
+    **problems_of(422, 501),
+}
 
 router = APIRouter()
 
@@ -92,8 +99,14 @@ async def _picture(
     kind: str,
     query: HeatmapQuery | SimilarityQuery,
     cache: CacheDep,
+    settings: Settings,
     draw: Callable[[], Any],
 ) -> Response:
+    """The picture ``draw`` makes, once its limits are checked: 304 for a current tag, from
+    the cache when it is there, else drawn and kept."""
+    check_table_size(query, settings)
+    check_size(query, settings)
+    plots.require()
     headers = {"etag": picture_etag(kind, query), "cache-control": IMMUTABLE}
     if matches(request.headers.get("if-none-match"), headers["etag"]):
         return Response(status_code=304, headers=headers)
@@ -119,11 +132,7 @@ async def paint(request: Request, draw: Callable[..., bytes], *args: Any, **kwar
     operation_id="getSinusoidalHeatmap",
     summary="A table, or a block of it, as a PNG heatmap: positions down, dimensions across.",
     response_class=Response,
-    responses={
-        200: {"content": _png, "description": "The picture."},
-        304: {"description": "Not modified: the If-None-Match tag is current."},
-        **problems_of(422, 501),
-    },
+    responses=_PICTURE_RESPONSES,
 )
 async def get_heatmap(
     query: Annotated[HeatmapQuery, Query()],
@@ -132,9 +141,6 @@ async def get_heatmap(
     settings: SettingsDep,
 ) -> Response:
     """A table, or a block of it, as a PNG heatmap: positions down, dimensions across."""
-    check_table_size(query, settings)
-    check_size(query, settings)
-    plots.require()
 
     async def draw() -> bytes:
         async with large_table_turn(request, query):
@@ -152,7 +158,7 @@ async def get_heatmap(
                 cmap=query.cmap,
             )
 
-    return await _picture(request, "heatmap", query, cache, draw)
+    return await _picture(request, "heatmap", query, cache, settings, draw)
 
 
 @router.get(
@@ -160,11 +166,7 @@ async def get_heatmap(
     operation_id="getSinusoidalSimilarity",
     summary="The dot products PE[p] · PE[q] of the rows start .. stop-1, as a PNG.",
     response_class=Response,
-    responses={
-        200: {"content": _png, "description": "The picture."},
-        304: {"description": "Not modified: the If-None-Match tag is current."},
-        **problems_of(422, 501),
-    },
+    responses=_PICTURE_RESPONSES,
 )
 async def get_similarity(
     query: Annotated[SimilarityQuery, Query()],
@@ -173,9 +175,6 @@ async def get_similarity(
     settings: SettingsDep,
 ) -> Response:
     """The dot products PE[p] · PE[q] of the rows start .. stop-1, as a PNG."""
-    check_table_size(query, settings)
-    check_size(query, settings)
-    plots.require()
     # one row and column per pixel at most: more positions than that are drawn every step-th
     step = math.ceil((query.row_stop - query.start) / min(query.width, query.height))
 
@@ -195,7 +194,7 @@ async def get_similarity(
             cmap=query.cmap,
         )
 
-    return await _picture(request, "similarity", query, cache, draw)
+    return await _picture(request, "similarity", query, cache, settings, draw)
 
 
 @functools.cache
