@@ -82,10 +82,10 @@ def require() -> None:
 
 def version() -> str:
     """The matplotlib version that draws the pictures (their bytes depend on it)."""
-    try:
-        import matplotlib
-    except ImportError:
+    if not available():
         return "none"
+    import matplotlib
+
     return str(matplotlib.__version__)
 
 
@@ -111,10 +111,8 @@ def _wrap(title: str, width: int) -> str:
 
 
 def _figure(width: int, height: int) -> Figure:
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise PlotsUnavailable() from None
+    from matplotlib.figure import Figure  # callers have checked require()
+
     return Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
 
 

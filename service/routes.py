@@ -155,18 +155,21 @@ _BODY_TYPES = {codecs.MEDIA_TYPES[fmt]: fmt for fmt in codecs.BODY_FORMATS}
 router = APIRouter()
 
 
+def strong_etag(content: bytes) -> str:
+    """A strong validator for ``content``: what it is, or what it is a pure function of."""
+    return '"' + hashlib.sha256(content).hexdigest()[:32] + '"'
+
+
+def fields_etag(*parts: str, fields: dict[str, Any]) -> str:
+    """:func:`strong_etag` of ``parts`` and ``fields``, in a canonical order."""
+    canonical = "|".join([*parts, *(f"{name}={fields[name]!r}" for name in sorted(fields))])
+    return strong_etag(canonical.encode())
+
+
 def table_etag(query: TableQuery, fmt: codecs.Format, gzip: bool) -> str:
     """A strong validator: the response bytes are a pure function of these values."""
-    fields = query.describe()
-    canonical = "|".join(
-        [
-            TABLE_REVISION,
-            fmt,
-            "gzip" if gzip else "identity",
-            *(f"{name}={fields[name]!r}" for name in sorted(fields)),
-        ]
-    )
-    return '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'
+    encoding = "gzip" if gzip else "identity"
+    return fields_etag(TABLE_REVISION, fmt, encoding, fields=query.describe())
 
 
 def matches(if_none_match: str | None, etag: str) -> bool:
@@ -237,7 +240,7 @@ async def get_table(
         headers["vary"] = ", ".join(vary)
     if matches(request.headers.get("if-none-match"), headers["etag"]):
         return Response(status_code=304, headers=headers)
-    if query.row_stop * query.d_model * np.dtype(query.dtype).itemsize <= _LARGE_TABLE_BYTES:
+    if not is_large(query):
         encoded, body = await _answer(request, query, fmt, gzip, cache)
         return Response(body, headers={**headers, **encoded})
     permits: anyio.Semaphore = request.app.state.large_answers
@@ -248,6 +251,11 @@ async def get_table(
         permits.release()
         raise
     return PermitResponse(body, {**headers, **encoded}, permits.release, settings.send_timeout)
+
+
+def is_large(query: BlockQuery) -> bool:
+    """Whether the table ``query`` needs is over 8 MiB, and so takes a permit."""
+    return query.row_stop * query.d_model * np.dtype(query.dtype).itemsize > _LARGE_TABLE_BYTES
 
 
 async def table_rows(request: Request, query: BlockQuery, cache: TableCache) -> Table:
@@ -263,7 +271,7 @@ async def table_rows(request: Request, query: BlockQuery, cache: TableCache) -> 
 @asynccontextmanager
 async def large_table_turn(request: Request, query: BlockQuery) -> AsyncIterator[None]:
     """For a table over 8 MiB, hold one of the few permits (see ``PermitResponse``)."""
-    if query.row_stop * query.d_model * np.dtype(query.dtype).itemsize <= _LARGE_TABLE_BYTES:
+    if not is_large(query):
         yield
         return
     permits: anyio.Semaphore = request.app.state.large_answers

@@ -4,7 +4,6 @@ page that draws tables in the browser from the raw endpoint."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,10 +21,12 @@ from service.routes import (
     CacheDep,
     SettingsDep,
     check_table_size,
+    fields_etag,
     large_table_turn,
     matches,
     offload,
     problems_of,
+    strong_etag,
     table_rows,
 )
 from service.schemas import HeatmapQuery, SimilarityQuery
@@ -82,16 +83,7 @@ def check_size(query: HeatmapQuery | SimilarityQuery, settings: Settings) -> Non
 
 def picture_etag(kind: str, query: HeatmapQuery | SimilarityQuery) -> str:
     """A strong validator: the picture is a pure function of these values."""
-    fields = query.model_dump()
-    canonical = "|".join(
-        [
-            PICTURE_REVISION,
-            kind,
-            plots.version(),
-            *(f"{name}={fields[name]!r}" for name in sorted(fields)),
-        ]
-    )
-    return '"' + hashlib.sha256(canonical.encode()).hexdigest()[:32] + '"'
+    return fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())
 
 
 async def _picture(
@@ -200,7 +192,7 @@ async def get_similarity(
 @functools.cache
 def _asset(name: str) -> tuple[bytes, str]:
     body = (EXPLORER / name).read_bytes()
-    return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    return body, strong_etag(body)
 
 
 def _static(request: Request, name: str, media_type: str, **headers: str) -> Response:
