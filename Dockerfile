@@ -17,7 +17,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MPLCONFIGDIR=/home/pe/.config/matplotlib
 RUN useradd --no-log-init --create-home --uid 10001 pe
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels "positional-encoding-service[plots]==1.0.0" \
+# the one wheel of this package that the build stage made: its version is pyproject.toml's
+RUN pip install --no-cache-dir --no-index --find-links /wheels \
+        "$(echo /wheels/positional_encoding_service-*.whl)[plots]" \
     && rm -rf /wheels
 USER 10001
 # matplotlib's font cache, built once here instead of on the first picture

@@ -24,7 +24,8 @@ import httpx
 import numpy as np
 import orjson
 
-from service import core
+from service.encodings import registry
+from service.encodings.sinusoidal import SinusoidalKey
 
 SHAPE = (32, 256, 512)
 URL = "/v1/encodings/sinusoidal/apply"
@@ -62,7 +63,7 @@ def main(runs: int) -> None:
     np.save(buffer, x)
     npy_body = buffer.getvalue()
     json_body = orjson.dumps({"embeddings": x}, option=orjson.OPT_SERIALIZE_NUMPY)
-    table = core.encoding(0, SHAPE[1], SHAPE[2])
+    table = registry.rows(SinusoidalKey(SHAPE[2]), 0, SHAPE[1])
     scale = math.sqrt(SHAPE[2])
 
     def npy_floor() -> int:

@@ -20,21 +20,24 @@ import orjson
 from fastapi import FastAPI, Request, Response
 from starlette.types import Receive, Scope, Send
 
-from service import codecs, core
-from service.schemas import TableQuery
+from service.codecs import json, npy
+from service.codecs.types import MEDIA_TYPES
+from service.encodings import registry
+from service.encodings.sinusoidal import SinusoidalKey
+from service.schemas.sinusoidal import TableQuery
 
-NPY, JSON = codecs.MEDIA_TYPES["npy"], codecs.MEDIA_TYPES["json"]
-TABLE = core.encoding(0, 512, 512)
+NPY, JSON = MEDIA_TYPES["npy"], MEDIA_TYPES["json"]
+TABLE = registry.rows(SinusoidalKey(512), 0, 512)
 
 
 def _json_bytes() -> bytes:
     fields = TableQuery(max_len=512, d_model=512).describe()
-    return codecs.encode_json(fields, TABLE)[1]
+    return json.encode(fields, [TABLE])[1]
 
 
 BODIES: dict[str, tuple[bytes, str]] = {
-    "/npy": (codecs.encode_npy(TABLE)[1], NPY),
-    "/slice": (codecs.encode_npy(TABLE[:8])[1], NPY),
+    "/npy": (npy.encode([TABLE])[1], NPY),
+    "/slice": (npy.encode([TABLE[:8]])[1], NPY),
     "/json": (_json_bytes(), JSON),
     "/empty": (b"", "text/plain"),
     "/healthz": (b"ok", "text/plain"),
@@ -95,7 +98,7 @@ minimal.add_api_route("/healthz", _constant(b"ok", "text/plain"), methods=["GET"
 
 @functools.cache
 def _table(length: int, d_model: int) -> np.ndarray[Any, Any]:
-    return core.encoding(0, length, d_model)
+    return registry.rows(SinusoidalKey(d_model), 0, length)
 
 
 @minimal.post("/apply")

@@ -28,9 +28,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from playwright.sync_api import sync_playwright
 
-from service import core
-from tests.conftest import running
-from tests.test_explorer import CHROMIUM, FLAGS
+from service.encodings import registry
+from service.encodings.sinusoidal import SinusoidalKey
+from tests.support import CHROMIUM, FLAGS, running
 
 PARAMS = "max_len=2048&d_model=512"
 FLOOR = """() => {
@@ -110,7 +110,7 @@ def main(rounds: int) -> None:
             bases = iter(range(20_000, 20_000 + rounds))
             cold = median_ms(lambda: http.get(f"{picture}&base={next(bases)}"), rounds)
             repeated = median_ms(lambda: http.get(picture), rounds)
-    table = core.encoding(0, 2048, 512)
+    table = registry.rows(SinusoidalKey(512), 0, 2048)
     seeds_way(table)
     baseline = median_ms(lambda: seeds_way(table), rounds)
     print(f"explorer, 2048 x 512 float32, plot area {page['plot_w']} x {page['plot_h']} px:")

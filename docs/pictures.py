@@ -11,8 +11,7 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import sync_playwright
 
-from tests.conftest import running
-from tests.test_explorer import CHROMIUM, FLAGS
+from tests.support import CHROMIUM, FLAGS, running
 
 HERE = Path(__file__).resolve().parent
 EXPLORER = (

@@ -46,14 +46,14 @@ def log_config(settings: Settings) -> dict[str, Any]:
 
 def main() -> None:
     if sys.argv[1:] == ["openapi"]:
-        from service.main import create_app
+        from service.app import create_app
 
         spec = create_app(Settings()).openapi()
         sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
         return
     settings = Settings()
     uvicorn.run(
-        "service.main:create_app",
+        "service.app:create_app",
         factory=True,
         host=settings.host,
         port=settings.port,

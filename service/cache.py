@@ -1,61 +1,66 @@
-"""A byte-bounded, thread-safe LRU cache of read-only encoding tables.
+"""A byte-bounded, thread-safe LRU cache of table pages, and of other values in the same
+budget (the replayed answers).
 
-A table's values depend on ``(d_model, base, layout, dtype)`` and not on its length: the
-table of ``max_len`` rows is the first ``max_len`` rows of any longer one. So the cache
-keeps one table per key, with as many rows as have been asked for, and a request for more
-rows computes only the missing ones. Concurrent misses on one key compute it once.
-
-A table whose size alone is over the budget is computed and returned but not kept
-(counted as ``uncached``); requests that arrive while it is being computed share it.
-
-The same budget and LRU order also hold *responses*: any value with an ``nbytes`` (the
-encoded bytes of a hot table answer), stored with :meth:`TableCache.remember` under a key
-of its own and found with :meth:`TableCache.recall`.
+A table's rows depend on its family key and their position only, so the cache keeps
+**pages**: the rows ``page * R .. page * R + R - 1`` of a key's table, where ``R`` is the
+largest power of two whose rows fit in a page (at least one row). A page is at most
+:data:`PAGE_BYTES`, and at most a sixteenth of the budget, so a small budget still holds
+several pages. A request for
+rows ``start .. stop`` computes only the pages it touches that are missing, consecutive
+missing pages in one computation, and each page is computed once however many requests
+miss it at the same time (single flight). A request whose pages would not fit in the whole
+budget is computed for its rows alone and not kept (counted as ``uncached``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Final
 
 import numpy as np
-from numpy.typing import NDArray
 
-from service import core
+from service.encodings import registry
+from service.encodings.registry import Key, Rows
 
-Table = NDArray[np.floating]
-
-
-@dataclass(frozen=True, slots=True)
-class TableKey:
-    """Everything that changes a table's values."""
-
-    d_model: int
-    base: float
-    layout: core.Layout
-    dtype: core.DType
-
-
-Compute = Callable[[TableKey, int, int], Table]
-
-
-class Sized(Protocol):
-    @property
-    def nbytes(self) -> int: ...
-
-
-def compute_rows(key: TableKey, start: int, stop: int) -> Table:
-    """Rows ``start .. stop-1`` of ``key``'s table, from the core."""
-    return core.encoding(start, stop, key.d_model, key.base, key.layout, key.dtype)
+PAGE_BYTES: Final = 256 << 10
+Fill = Callable[[Key, int, Sequence[Rows]], None]
 
 
 @dataclass(frozen=True, slots=True)
-class EntryStats:
-    key: TableKey
-    rows: int
+class _PageKey:
+    key: Hashable
+    page: int
+
+
+@dataclass(frozen=True, slots=True)
+class _SpanKey:
+    key: Hashable
+    start: int
+    stop: int
+
+
+@dataclass(slots=True)
+class _Entry:
+    value: Any
+    nbytes: int
+    table: Key | None  # the family key of a page; None for any other value
+
+
+@dataclass(slots=True)
+class _Flight:
+    """One computation in progress; the requests that need its result wait for it."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Rows | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableStats:
+    key: Key
+    pages: int
     bytes: int
 
 
@@ -67,30 +72,23 @@ class CacheStats:
     misses: int
     evictions: int
     uncached: int
-    entries: list[EntryStats] = field(default_factory=list)
-    responses: int = 0
-    response_bytes: int = 0
-    response_hits: int = 0
+    tables: list[TableStats]
+    responses: int
+    response_bytes: int
+    response_hits: int
 
 
-@dataclass(slots=True)
-class _Flight:
-    """Coordinates the requests for one key that missed: one computes, the rest wait."""
+class Cache:
+    """Pages of tables and other values, least recently used first out, within
+    ``budget_bytes``; see the module docstring."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    users: int = 0
-    result: Table | None = None
-
-
-class TableCache:
-    """Least-recently-used tables within ``budget_bytes``; see the module docstring."""
-
-    def __init__(self, budget_bytes: int, compute: Compute = compute_rows) -> None:
+    def __init__(self, budget_bytes: int, fill: Fill | None = None) -> None:
         self.budget_bytes = budget_bytes
-        self._compute = compute
+        self.page_bytes = max(1, min(PAGE_BYTES, budget_bytes // 16))
+        self._fill = fill or registry.fill
         self._lock = threading.Lock()
-        self._entries: OrderedDict[Hashable, Sized] = OrderedDict()
-        self._flights: dict[TableKey, _Flight] = {}
+        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._flights: dict[Hashable, _Flight] = {}
         self._bytes = 0
         self._hits = 0
         self._misses = 0
@@ -98,96 +96,166 @@ class TableCache:
         self._uncached = 0
         self._response_hits = 0
 
-    def peek(self, key: TableKey, rows: int) -> Table | None:
-        """The cached table if it has at least ``rows`` rows (a hit), else ``None``.
+    def page_rows(self, key: Key) -> int:
+        """Rows in each page of ``key``'s table: a power of two, at least 1."""
+        fits = max(1, self.page_bytes // registry.row_bytes(key))
+        return 1 << (fits.bit_length() - 1)
 
-        Never computes, so it is cheap enough to call on an event loop.
-        """
+    def peek(self, key: Key, start: int, stop: int) -> list[Rows] | None:
+        """Rows ``start .. stop`` as consecutive read-only blocks if every page is here
+        (hits), else ``None``. Never computes, so it is cheap enough for an event loop."""
+        size = self.page_rows(key)
+        pages = range(start // size, (stop - 1) // size + 1)
+        have = {}
         with self._lock:
-            return self._hit(key, rows)
+            for page in pages:
+                entry = self._entries.get(_PageKey(key, page))
+                if entry is None:
+                    return None
+                have[page] = entry.value
+            for page in pages:
+                self._entries.move_to_end(_PageKey(key, page))
+            self._hits += len(pages)
+        return _blocks(have, size, start, stop)
 
-    def get(self, key: TableKey, rows: int) -> Table:
-        """A read-only table of ``key`` with at least ``rows`` rows, computed if needed.
+    def rows(self, key: Key, start: int, stop: int) -> list[Rows]:
+        """Rows ``start .. stop`` of ``key``'s table as consecutive read-only blocks (one
+        per page touched), computing the missing pages. Blocks while computing or waiting:
+        call it from a worker thread."""
+        size = self.page_rows(key)
+        first, last = start // size, (stop - 1) // size
+        if (last - first + 1) * size * registry.row_bytes(key) > self.budget_bytes:
+            return [self._uncached_rows(key, start, stop)]
+        have: dict[int, Rows] = {}
+        while len(have) < last - first + 1:
+            mine, theirs = self._claim(key, range(first, last + 1), have)
+            self._compute(key, size, mine, have)
+            for page, flight in theirs:
+                flight.done.wait()
+                if flight.result is not None:  # else it failed: claim it again
+                    have[page] = flight.result
+        return _blocks(have, size, start, stop)
 
-        Blocks while computing: call it from a worker thread.
-        """
+    def _claim(
+        self, key: Key, pages: range, have: dict[int, Rows]
+    ) -> tuple[list[tuple[int, _Flight]], list[tuple[int, _Flight]]]:
+        """Takes the cached pages into ``have``; returns the missing pages this request
+        computes and those another request is computing."""
+        mine, theirs = [], []
         with self._lock:
-            table = self._hit(key, rows)
-            if table is not None:
-                return table
-            flight = self._flights.setdefault(key, _Flight())
-            flight.users += 1
+            for page in pages:
+                if page in have:
+                    continue
+                name = _PageKey(key, page)
+                entry = self._entries.get(name)
+                if entry is not None:
+                    self._entries.move_to_end(name)
+                    self._hits += 1
+                    have[page] = entry.value
+                elif name in self._flights:
+                    theirs.append((page, self._flights[name]))
+                else:
+                    mine.append((page, self._flights.setdefault(name, _Flight())))
+                    self._misses += 1
+        return mine, theirs
+
+    def _compute(
+        self, key: Key, size: int, mine: list[tuple[int, _Flight]], have: dict[int, Rows]
+    ) -> None:
+        """Computes the claimed pages, each run of consecutive ones in one call."""
+        runs: list[list[tuple[int, _Flight]]] = []
+        for claim in mine:
+            if runs and runs[-1][-1][0] + 1 == claim[0]:
+                runs[-1].append(claim)
+            else:
+                runs.append([claim])
         try:
-            with flight.lock:
-                return self._fill(key, rows, flight)
+            for run in runs:
+                arrays = [np.empty((size, key.width), dtype=key.dtype) for _ in run]
+                self._fill(key, run[0][0] * size, arrays)
+                with self._lock:
+                    for (page, flight), array in zip(run, arrays, strict=True):
+                        array.flags.writeable = False
+                        self._store(_PageKey(key, page), _Entry(array, array.nbytes, key))
+                        flight.result = have[page] = array
+                        self._land(_PageKey(key, page), flight)
+        finally:  # on failure the waiters find no result and compute it themselves
+            with self._lock:
+                for page, flight in mine:
+                    if flight.result is None:
+                        self._land(_PageKey(key, page), flight)
+
+    def _uncached_rows(self, key: Key, start: int, stop: int) -> Rows:
+        """Rows too many to keep: computed once for everyone asking at the same time."""
+        name = _SpanKey(key, start, stop)
+        while True:
+            with self._lock:
+                flight = self._flights.get(name)
+                if flight is None:
+                    flight = self._flights[name] = _Flight()
+                    self._uncached += 1
+                    break
+            flight.done.wait()
+            if flight.result is not None:
+                return flight.result
+        try:
+            out = np.empty((stop - start, key.width), dtype=key.dtype)
+            self._fill(key, start, [out])
+            out.flags.writeable = False
+            flight.result = out
+            return out
         finally:
             with self._lock:
-                flight.users -= 1
-                if flight.users == 0:
-                    del self._flights[key]
+                self._land(name, flight)
 
-    def _fill(self, key: TableKey, rows: int, flight: _Flight) -> Table:
-        with self._lock:
-            table = self._hit(key, rows)
-            if table is None and flight.result is not None and len(flight.result) >= rows:
-                self._hits += 1
-                table = flight.result
-            if table is not None:
-                return table
-            stored = self._entries.get(key)
-            prefix = stored if isinstance(stored, np.ndarray) else None
-            self._misses += 1
-        have = 0 if prefix is None else len(prefix)
-        rest = self._compute(key, have, rows)
-        table = rest if prefix is None else np.concatenate((prefix, rest))
-        table.flags.writeable = False
-        flight.result = table
-        with self._lock:
-            self._store(key, table)
-        return table
+    def _land(self, name: Hashable, flight: _Flight) -> None:
+        if self._flights.get(name) is flight:
+            del self._flights[name]
+        flight.done.set()
 
-    def remember(self, key: Hashable, value: Sized) -> None:
-        """Keep ``value`` (not a table) under ``key``, within the same budget."""
-        if value.nbytes <= self.budget_bytes:
+    def remember(self, key: Hashable, value: Any, nbytes: int) -> None:
+        """Keep ``value`` (not a page), counted as ``nbytes``, in the same budget."""
+        if nbytes <= self.budget_bytes:
             with self._lock:
-                self._store(key, value)
+                self._store(key, _Entry(value, nbytes, None))
 
-    def recall(self, key: Hashable) -> Sized | None:
-        """The value :meth:`remember` kept under ``key``, if it is still there."""
+    def recall(self, key: Hashable) -> Any:
+        """The value :meth:`remember` kept under ``key``, if it is still there, else None."""
         with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-                self._response_hits += 1
-            return value
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            self._response_hits += 1
+            return entry.value
 
-    def _hit(self, key: TableKey, rows: int) -> Table | None:
-        table = self._entries.get(key)
-        if not isinstance(table, np.ndarray) or len(table) < rows:
-            return None
-        self._entries.move_to_end(key)
-        self._hits += 1
-        return table
-
-    def _store(self, key: Hashable, table: Sized) -> None:
-        if table.nbytes > self.budget_bytes:
-            self._uncached += 1
+    def _store(self, name: Hashable, entry: _Entry) -> None:
+        if entry.nbytes > self.budget_bytes:
             return
-        old = self._entries.pop(key, None)
+        old = self._entries.pop(name, None)
         if old is not None:
             self._bytes -= old.nbytes
-        self._entries[key] = table
-        self._bytes += table.nbytes
+        self._entries[name] = entry
+        self._bytes += entry.nbytes
         while self._bytes > self.budget_bytes:
             _, evicted = self._entries.popitem(last=False)
             self._bytes -= evicted.nbytes
             self._evictions += 1
 
     def stats(self) -> CacheStats:
-        """A consistent snapshot; entries from least to most recently used."""
+        """A consistent snapshot; tables from least to most recently used."""
         with self._lock:
-            tables = [(k, v) for k, v in self._entries.items() if isinstance(v, np.ndarray)]
-            responses = [v.nbytes for v in self._entries.values() if not isinstance(v, np.ndarray)]
+            tables: dict[Key, list[int]] = {}
+            responses = response_bytes = 0
+            for entry in self._entries.values():
+                if entry.table is None:
+                    responses += 1
+                    response_bytes += entry.nbytes
+                else:
+                    count = tables.pop(entry.table, [0, 0])
+                    count[0] += 1
+                    count[1] += entry.nbytes
+                    tables[entry.table] = count
             return CacheStats(
                 budget_bytes=self.budget_bytes,
                 bytes=self._bytes,
@@ -195,10 +263,17 @@ class TableCache:
                 misses=self._misses,
                 evictions=self._evictions,
                 uncached=self._uncached,
-                entries=[
-                    EntryStats(k, len(t), t.nbytes) for k, t in tables if isinstance(k, TableKey)
-                ],
-                responses=len(responses),
-                response_bytes=sum(responses),
+                tables=[TableStats(key, pages, size) for key, (pages, size) in tables.items()],
+                responses=responses,
+                response_bytes=response_bytes,
                 response_hits=self._response_hits,
             )
+
+
+def _blocks(pages: dict[int, Rows], size: int, start: int, stop: int) -> list[Rows]:
+    """The parts of consecutive pages that hold rows ``start .. stop``, in order."""
+    first, last = start // size, (stop - 1) // size
+    return [
+        pages[page][max(start - page * size, 0) : min(stop - page * size, size)]
+        for page in range(first, last + 1)
+    ]

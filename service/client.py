@@ -1,5 +1,7 @@
 """A typed Python client for the service, sync (:class:`Client`) and async
-(:class:`AsyncClient`), on httpx. Tables and results travel as ``.npy``.
+(:class:`AsyncClient`), on httpx. Tables and results travel as ``.npy``. Any family's
+table is asked for by its key (:meth:`Client.encoding`); :meth:`Client.table` is the
+sinusoidal one by its parameters.
 
     from service.client import Client
 
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from types import TracebackType
 from typing import Any, Self
@@ -18,12 +21,13 @@ import httpx
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from service import codecs
-from service.core import DEFAULT_BASE, DType, Layout
+from service.codecs import npy
+from service.codecs.types import MEDIA_TYPES
+from service.encodings.registry import DType, Key, family_of
+from service.encodings.sinusoidal import DEFAULT_BASE, FAMILY, Layout, SinusoidalKey
 
-TABLE = "/v1/encodings/sinusoidal"
-APPLY = "/v1/encodings/sinusoidal/apply"
-NPY = codecs.MEDIA_TYPES["npy"]
+APPLY = f"/v1/encodings/{FAMILY.name}/apply"
+NPY = MEDIA_TYPES["npy"]
 
 
 class ProblemError(Exception):
@@ -38,32 +42,20 @@ class ProblemError(Exception):
         super().__init__(f"{status} {self.title}: {self.detail}")
 
 
-def _table_params(
-    max_len: int,
-    d_model: int,
-    base: float,
-    layout: Layout,
-    dtype: DType,
-    start: int,
-    stop: int | None,
-    dim_start: int,
-    dim_stop: int | None,
-) -> dict[str, Any]:
+def _table_request(
+    key: Key, max_len: int, start: int, stop: int | None, dim_start: int, dim_stop: int | None
+) -> tuple[str, dict[str, Any]]:
+    """The path and query parameters of a table of ``key``: its fields are the parameters."""
     params: dict[str, Any] = {
-        "max_len": max_len,
-        "d_model": d_model,
-        "base": repr(float(base)),
-        "layout": layout,
-        "dtype": dtype,
-        "start": start,
-        "dim_start": dim_start,
-        "format": "npy",
+        name: repr(value) if isinstance(value, float) else value
+        for name, value in dataclasses.asdict(key).items()  # type: ignore[call-overload]
     }
+    params.update(max_len=max_len, start=start, dim_start=dim_start, format="npy")
     if stop is not None:
         params["stop"] = stop
     if dim_stop is not None:
         params["dim_stop"] = dim_stop
-    return params
+    return f"/v1/encodings/{family_of(key).name}", params
 
 
 def _apply_request(
@@ -88,7 +80,7 @@ def _apply_request(
         kind = NPY
     else:
         np.savez(buffer, embeddings=np.asarray(batch), position_ids=np.asarray(position_ids))
-        kind = codecs.MEDIA_TYPES["npz"]
+        kind = MEDIA_TYPES["npz"]
     return {"params": params, "content": buffer.getvalue(), "headers": {"content-type": kind}}
 
 
@@ -100,7 +92,7 @@ def _array(response: httpx.Response) -> NDArray[Any]:
         except ValueError:
             problem = {"title": response.reason_phrase, "detail": response.text}
         raise ProblemError(response.status_code, problem)
-    return np.array(codecs.decode_npy(response.content))
+    return np.array(npy.decode(response.content))
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:
@@ -136,10 +128,24 @@ class Client:
         dim_stop: int | None = None,
     ) -> NDArray[Any]:
         """The table ``(max_len, d_model)``, or its block ``[start:stop, dim_start:dim_stop]``."""
-        params = _table_params(
-            max_len, d_model, base, layout, dtype, start, stop, dim_start, dim_stop
+        key = SinusoidalKey(d_model, base, layout, dtype)
+        return self.encoding(
+            key, max_len, start=start, stop=stop, dim_start=dim_start, dim_stop=dim_stop
         )
-        return _array(self.http.get(TABLE, params=params))
+
+    def encoding(
+        self,
+        key: Key,
+        max_len: int,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+        dim_start: int = 0,
+        dim_stop: int | None = None,
+    ) -> NDArray[Any]:
+        """The table of any family's ``key`` with ``max_len`` rows, or a block of it."""
+        path, params = _table_request(key, max_len, start, stop, dim_start, dim_stop)
+        return _array(self.http.get(path, params=params))
 
     def apply(
         self,
@@ -205,10 +211,24 @@ class AsyncClient:
         dim_stop: int | None = None,
     ) -> NDArray[Any]:
         """The table ``(max_len, d_model)``, or its block ``[start:stop, dim_start:dim_stop]``."""
-        params = _table_params(
-            max_len, d_model, base, layout, dtype, start, stop, dim_start, dim_stop
+        key = SinusoidalKey(d_model, base, layout, dtype)
+        return await self.encoding(
+            key, max_len, start=start, stop=stop, dim_start=dim_start, dim_stop=dim_stop
         )
-        return _array(await self.http.get(TABLE, params=params))
+
+    async def encoding(
+        self,
+        key: Key,
+        max_len: int,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+        dim_start: int = 0,
+        dim_stop: int | None = None,
+    ) -> NDArray[Any]:
+        """The table of any family's ``key`` with ``max_len`` rows, or a block of it."""
+        path, params = _table_request(key, max_len, start, stop, dim_start, dim_stop)
+        return _array(await self.http.get(path, params=params))
 
     async def apply(
         self,

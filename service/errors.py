@@ -1,9 +1,12 @@
-"""The domain error tree. Each class carries the HTTP status and title of its family;
-``service.problems`` renders any of them as an RFC 9457 problem document.
+"""The domain error tree. Each class carries the status and title of its family;
+``service.web.problems`` renders any of them as an RFC 9457 problem document. Nothing here
+knows where a value came from on the wire: a parameter (how to compute) or an input (the
+data posted to be transformed), and the web layer says which part of a request that is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 PROBLEM_BASE = "urn:positional-encodings:problem:"
@@ -32,13 +35,17 @@ class InvalidParameter(ServiceError):
     status = 422
     title = "Invalid parameter"
     slug = "invalid-parameter"
+    source: ClassVar[str] = "parameter"
 
-    def __init__(self, name: str, message: str, location: str = "query") -> None:
-        super().__init__(
-            f"{name}: {message}",
-            errors=[{"name": name, "in": location, "detail": message}],
-        )
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}", errors=[{"name": name, "detail": message}])
         self.name = name
+
+
+class InvalidInput(InvalidParameter):
+    """A field of the posted data is out of its domain; ``name`` says which one."""
+
+    source = "input"
 
 
 class LimitExceeded(ServiceError):
@@ -48,13 +55,33 @@ class LimitExceeded(ServiceError):
     title = "Limit exceeded"
     slug = "limit-exceeded"
 
-    def __init__(self, what: str, requested: int, limit: int, setting: str) -> None:
+    def __init__(self, what: str, requested: int, limit: int, setting: str, hint: str = "") -> None:
+        advice = f"; {hint}" if hint else ""
         super().__init__(
-            f"{what} is {requested:,}, over the limit of {limit:,} ({setting})",
+            f"{what} is {requested:,}, over the limit of {limit:,} ({setting}){advice}",
             limit=limit,
             requested=requested,
             setting=setting,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A configured limit: its value and the setting that sets it. Every limit check in
+    the service goes through :meth:`check`, so each says the same things the same way."""
+
+    value: int
+    setting: str
+
+    def check(self, what: str, requested: int, hint: str = "") -> None:
+        """Raise :class:`LimitExceeded` if ``requested`` is over the limit."""
+        if requested > self.value:
+            raise LimitExceeded(what, requested, self.value, self.setting, hint)
+
+    def check_body(self, what: str, requested: int) -> None:
+        """The same for the bytes of a posted body: :class:`BodyTooLarge` (413)."""
+        if requested > self.value:
+            raise BodyTooLarge(what, requested, self.value, self.setting)
 
 
 class NotAcceptable(ServiceError):

@@ -12,7 +12,7 @@ import functools
 import io
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal, get_args
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,29 +22,7 @@ from service.errors import PlotsUnavailable
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-Colormap = Literal[
-    # diverging, for the heatmap's -1 .. 1 (RdBu is seed 004's; viridis is matplotlib's default)
-    "RdBu",
-    "RdBu_r",
-    "coolwarm",
-    "seismic",
-    "PuOr",
-    "BrBG",
-    "PiYG",
-    "RdYlBu",
-    # sequential
-    "viridis",
-    "cividis",
-    "magma",
-    "plasma",
-    "inferno",
-    "gray",
-]
-COLORMAPS: Final[tuple[Colormap, ...]] = get_args(Colormap)
 DPI: Final = 100
-# smaller figures have no room for the title, the labels and the colorbar
-MIN_WIDTH: Final = 320
-MIN_HEIGHT: Final = 240
 # margins, in pixels: tick and axis labels left and below, the colorbar right
 _LEFT, _RIGHT, _BOTTOM, _GAP, _BAR = 72, 100, 46, 14, 16
 
@@ -126,7 +104,7 @@ def _draw(
     scale: tuple[float, float],
     width: int,
     height: int,
-    cmap: Colormap,
+    cmap: str,
 ) -> bytes:
     # Fixed margins in pixels rather than a layout engine, which would cost as much as the
     # drawing itself: the tick labels, the axis labels, the colorbar and its labels fit them.
@@ -168,7 +146,7 @@ def heatmap(
     title: str,
     width: int,
     height: int,
-    cmap: Colormap = "RdBu",
+    cmap: str = "RdBu",
 ) -> bytes:
     """A PNG of ``block`` (positions down, dimensions across) on a fixed -1 .. 1 scale."""
     data = bin_means(block, height, width)
@@ -192,7 +170,7 @@ def similarity(
     title: str,
     width: int,
     height: int,
-    cmap: Colormap = "viridis",
+    cmap: str = "viridis",
 ) -> bytes:
     """A PNG of the dot products ``PE[p] . PE[q]``, from their least to their largest."""
     low, high = float(matrix.min()), float(matrix.max())

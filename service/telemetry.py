@@ -28,7 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.cache import TableCache
+from service.cache import Cache
 
 access_log = logging.getLogger("service.access")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -38,7 +38,7 @@ _LABELS = ["method", "route", "status"]
 class CacheCollector(Collector):
     """The cache's statistics, read at scrape time."""
 
-    def __init__(self, cache: Callable[[], TableCache | None]) -> None:
+    def __init__(self, cache: Callable[[], Cache | None]) -> None:
         self._cache = cache
 
     def collect(self) -> Iterator[Metric]:
@@ -47,17 +47,18 @@ class CacheCollector(Collector):
             return
         stats = cache.stats()
         for name, value, text in [
-            ("pe_cache_hits", stats.hits, "Table lookups answered from the cache."),
-            ("pe_cache_misses", stats.misses, "Table lookups that computed rows."),
+            ("pe_cache_hits", stats.hits, "Table pages found in the cache."),
+            ("pe_cache_misses", stats.misses, "Table pages computed."),
             ("pe_cache_evictions", stats.evictions, "Entries evicted to stay within the budget."),
-            ("pe_cache_uncached", stats.uncached, "Tables computed but too large to keep."),
+            ("pe_cache_uncached", stats.uncached, "Requests whose rows were too many to keep."),
             ("pe_cache_response_hits", stats.response_hits, "Answers replayed from memory."),
         ]:
             yield CounterMetricFamily(name, text, value=value)
         for name, value, text in [
             ("pe_cache_bytes", stats.bytes, "Bytes held: tables and replayable answers."),
             ("pe_cache_budget_bytes", stats.budget_bytes, "The cache budget (PE_CACHE_BYTES)."),
-            ("pe_cache_entries", len(stats.entries), "Tables held."),
+            ("pe_cache_entries", len(stats.tables), "Tables with pages held."),
+            ("pe_cache_pages", sum(t.pages for t in stats.tables), "Table pages held."),
         ]:
             yield GaugeMetricFamily(name, text, value=value)
 
@@ -105,7 +106,7 @@ class RequestStats(Collector):
 class Telemetry:
     """The app's own metrics registry: requests (by route and status) and the cache."""
 
-    def __init__(self, cache: Callable[[], TableCache | None]) -> None:
+    def __init__(self, cache: Callable[[], Cache | None]) -> None:
         self.registry = CollectorRegistry()
         self.requests = RequestStats()
         self.registry.register(self.requests)

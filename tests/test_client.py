@@ -8,8 +8,21 @@ import anyio
 import numpy as np
 import pytest
 
-from service import core
 from service.client import AsyncClient, Client, ProblemError
+from service.encodings import additive, registry
+from service.encodings.registry import DType
+from service.encodings.sinusoidal import Layout, SinusoidalKey
+
+
+def encoding(
+    start: int,
+    stop: int,
+    d_model: int,
+    base: float = 10000.0,
+    layout: Layout = "interleaved",
+    dtype: DType = "float32",
+) -> np.ndarray[tuple[int, int], np.dtype[np.floating]]:
+    return registry.rows(SinusoidalKey(d_model, base, layout, dtype), start, stop)
 
 
 @pytest.fixture
@@ -21,25 +34,31 @@ def client(live_url: str) -> Iterator[Client]:
 def test_table(client: Client) -> None:
     table = client.table(100, 16, base=100.0, dtype="float64", layout="split")
     assert table.flags.writeable
-    assert np.array_equal(table, core.encoding(0, 100, 16, 100.0, "split", "float64"))
+    assert np.array_equal(table, encoding(0, 100, 16, 100.0, "split", "float64"))
 
 
 def test_table_block(client: Client) -> None:
     block = client.table(100, 16, start=10, stop=20, dim_start=4, dim_stop=8)
-    assert np.array_equal(block, core.encoding(0, 100, 16)[10:20, 4:8])
+    assert np.array_equal(block, encoding(0, 100, 16)[10:20, 4:8])
 
 
 def test_apply(client: Client) -> None:
     x = np.random.default_rng(0).standard_normal((2, 8, 6)).astype(np.float32)
     y = client.apply(x, offset=3, scale=0.5)
-    assert np.array_equal(y, core.apply(x, core.encoding(0, 11, 6), 0.5, 3))
+    assert np.array_equal(y, additive.apply(x, encoding(3, 11, 6), 0.5))
 
 
 def test_apply_with_position_ids(client: Client) -> None:
     x = np.zeros((2, 3, 4), np.float64)
     ids = np.array([[0, 1, 2], [7, 7, 9]])
     y = client.apply(x, position_ids=ids, max_len=10)
-    assert np.array_equal(y, core.encoding(0, 10, 4, dtype="float64")[ids])
+    assert np.array_equal(y, encoding(0, 10, 4, dtype="float64")[ids])
+
+
+def test_any_familys_table_by_its_key(client: Client) -> None:
+    key = SinusoidalKey(12, 500.0, "split", "float16")
+    block = client.encoding(key, 2**31, start=2**31 - 5, dim_start=3)
+    assert np.array_equal(block, registry.rows(key, 2**31 - 5, 2**31)[:, 3:])
 
 
 def test_errors_carry_the_problem(client: Client) -> None:
@@ -55,9 +74,14 @@ def test_errors_carry_the_problem(client: Client) -> None:
 
 
 def test_cache_stats_and_readiness(client: Client) -> None:
-    client.table(5, 5)
+    before = client.cache_stats()
+    client.table(5, 5, base=5.5)
+    after = client.cache_stats()
+    client.table(5, 5, base=5.5, start=1)
+    again = client.cache_stats()
     assert client.ready()
-    assert client.cache_stats()["hits"] + client.cache_stats()["misses"] >= 1
+    assert (after["misses"], after["hits"]) == (before["misses"] + 1, before["hits"])
+    assert (again["misses"], again["hits"]) == (after["misses"], after["hits"] + 1)
 
 
 def test_async_client(live_url: str) -> None:
@@ -73,10 +97,11 @@ def test_async_client(live_url: str) -> None:
 
                     group.start_soon(fetch)
             for d_model, table in tables:
-                assert np.array_equal(table, core.encoding(0, 20, d_model))
+                assert np.array_equal(table, encoding(0, 20, d_model))
             y = await pe.apply(np.ones((4, 4), np.float32), scale=1.0)
-            assert np.array_equal(y, 1 + core.encoding(0, 4, 4))
-            assert (await pe.cache_stats())["entries"]
+            assert np.array_equal(y, 1 + encoding(0, 4, 4))
+            tables = (await pe.cache_stats())["tables"]
+            assert {t["key"]["d_model"] for t in tables} >= {4, 5, 6}
             with pytest.raises(ProblemError):
                 await pe.table(0, 4)
 

@@ -1,34 +1,100 @@
-"""The pure modules import no web framework: checked in a fresh interpreter."""
+"""The layers: the numpy-only modules import no web framework (checked in a fresh
+interpreter), no router imports another, and matplotlib waits for the first picture."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
 import pytest
 
-WEB = ("fastapi", "starlette", "uvicorn", "httpx", "pydantic", "pydantic_settings")
+from tests.support import ROOT
+
+WEB = ("fastapi", "starlette", "uvicorn", "httpx", "pydantic", "pydantic_settings", "anyio")
+PURE = [
+    "service.encodings",
+    "service.encodings.registry",
+    "service.encodings.sinusoidal",
+    "service.encodings.additive",
+    "service.encodings._exact",
+    "service.cache",
+    "service.codecs",
+    "service.errors",
+    "service.plots",
+]
 
 
-@pytest.mark.parametrize(
-    "module", ["service.core", "service.cache", "service.codecs", "service.errors", "service.plots"]
-)
+def loaded_by(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("module", PURE)
 def test_pure_modules_import_no_web_framework(module: str) -> None:
-    code = f"import sys, {module}; print(' '.join(sorted(sys.modules)))"
-    loaded = set(
-        subprocess.run(
-            [sys.executable, "-c", code], check=True, capture_output=True, text=True
-        ).stdout.split()
-    )
+    loaded = loaded_by(f"import sys, {module}; print(' '.join(sorted(sys.modules)))")
     assert module in loaded
     assert not {name for name in loaded if name.split(".")[0] in WEB}
 
 
+def imports_of(path: str) -> set[str]:
+    """The ``service`` modules a source file imports."""
+    tree = ast.parse((ROOT / path).read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {name for name in names if name.startswith("service.")}
+
+
+ROUTERS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "service" / "routes").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", [p for p in ROUTERS if not p.endswith("__init__.py")])
+def test_no_router_imports_another(path: str) -> None:
+    others = {f"service.routes.{name.rsplit('/', 1)[1][:-3]}" for name in ROUTERS} - {
+        "service.routes.__init__"
+    }
+    assert not {name for name in imports_of(path) if name.startswith("service.routes")}
+    assert not imports_of(path) & others
+
+
+LOWER = [
+    *sorted(
+        p.relative_to(ROOT).as_posix()
+        for folder in ("encodings", "codecs")
+        for p in (ROOT / "service" / folder).glob("*.py")
+    ),
+    "service/cache.py",
+    "service/errors.py",
+    "service/settings.py",
+]
+
+
+@pytest.mark.parametrize("path", LOWER)
+def test_the_lower_layers_import_nothing_above_them(path: str) -> None:
+    """Encodings, codecs, the cache, errors and settings know no handler, router or toolkit."""
+    above = ("service.web", "service.routes", "service.handlers", "service.schemas", "service.app")
+    assert not {name for name in imports_of(path) if name.startswith(above)}
+    if path == "service/settings.py":
+        assert not imports_of(path)
+
+
+def test_every_module_stays_small() -> None:
+    sizes = {
+        p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
+        for p in (ROOT / "service").rglob("*.py")
+    }
+    assert max(sizes.values()) <= 300, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+
+
 def test_matplotlib_is_loaded_only_for_the_first_picture() -> None:
     """The service starts (and stays small) without importing the plotting library."""
-    code = "import sys, service.main; service.main.create_app(); print(' '.join(sys.modules))"
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True
-    ).stdout.split()
+    loaded = loaded_by(
+        "import sys, service.app; service.app.create_app(); print(' '.join(sys.modules))"
+    )
     assert "service.plots" in loaded
     assert not {name for name in loaded if name.split(".")[0] == "matplotlib"}

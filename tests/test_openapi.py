@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from service.main import create_app
+from service.app import create_app
 from service.settings import Settings
+from tests.support import ROOT
 
-SPEC_FILE = Path(__file__).resolve().parents[1] / "openapi" / "openapi.json"
+SPEC_FILE = ROOT / "openapi" / "openapi.json"
 PROBLEM = "application/problem+json"
 
 

@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from service import core, plots
+from service import plots
+from service.encodings import registry
+from service.encodings.sinusoidal import SinusoidalKey, similarity
 from service.errors import PlotsUnavailable
+from service.schemas.common import MIN_HEIGHT, MIN_WIDTH
 
 ROWS = plots.Axis("Position", 0, 1)
 DARK_BLUE = (5, 48, 97)  # RdBu at +1
@@ -21,6 +24,12 @@ def decode(png: bytes) -> np.ndarray[tuple[int, int, int], np.dtype[np.uint8]]:
     image = Image.open(io.BytesIO(png))
     assert image.format == "PNG"
     return np.asarray(image.convert("RGB"))
+
+
+def colours(pixels: np.ndarray[tuple[int, int, int], np.dtype[np.uint8]]) -> int:
+    """Distinct RGB colours (each packed into one integer: np.unique by rows is slow)."""
+    rgb = pixels.reshape(-1, 3).astype(np.uint32)
+    return len(np.unique(rgb[:, 0] << 16 | rgb[:, 1] << 8 | rgb[:, 2]))
 
 
 def share_of(
@@ -50,23 +59,23 @@ def heatmap(
 @pytest.mark.parametrize(
     ("width", "height"),
     [
-        pytest.param(plots.MIN_WIDTH, plots.MIN_HEIGHT, id="smallest"),
+        pytest.param(MIN_WIDTH, MIN_HEIGHT, id="smallest"),
         pytest.param(800, 600, id="default"),
         pytest.param(801, 599, id="odd-sizes"),
         pytest.param(1600, 400, id="wide"),
     ],
 )
 def test_a_heatmap_has_the_asked_size_and_is_not_blank(width: int, height: int) -> None:
-    table = core.encoding(0, 128, 64)
+    table = registry.rows(SinusoidalKey(64), 0, 128)
     pixels = decode(heatmap(table, width=width, height=height, title="x" * 200))
     assert pixels.shape == (height, width, 3)
-    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 100
+    assert colours(pixels) > 100
 
 
 def test_the_colours_follow_the_values() -> None:
     """Column 1 of row 0 is cos(0) = 1: drawn in RdBu's dark blue over about half the plot;
     without that column no more dark blue is left than the colorbar's end."""
-    table = core.encoding(0, 2, 2)  # [[0, 1], [sin 1, cos 1]]
+    table = registry.rows(SinusoidalKey(2), 0, 2)  # [[0, 1], [sin 1, cos 1]]
     with_cosine = decode(heatmap(table))
     without = decode(heatmap(table[:, :1]))
     assert share_of(with_cosine, DARK_BLUE) > 0.1
@@ -80,7 +89,7 @@ def test_bin_means_keeps_small_blocks_and_averages_large_ones() -> None:
     np.testing.assert_array_equal(plots.bin_means(block, 3, 4), block)
     halves = plots.bin_means(np.arange(8, dtype=np.float32).reshape(4, 2), 2, 1)
     np.testing.assert_array_equal(halves, [[1.5], [5.5]])  # means of 0..3 and 4..7
-    table = core.encoding(0, 10_000, 64)
+    table = registry.rows(SinusoidalKey(64), 0, 10_000)
     reduced = plots.bin_means(table, 500, 16)
     assert reduced.shape == (500, 16)
     assert reduced.dtype == np.float64
@@ -88,13 +97,13 @@ def test_bin_means_keeps_small_blocks_and_averages_large_ones() -> None:
 
 
 def test_a_similarity_picture_has_the_asked_size() -> None:
-    matrix = core.similarity(0, 200, 2, 64)
+    matrix = similarity(0, 200, 2, SinusoidalKey(64))
     png = plots.similarity(
         matrix, plots.Axis("Position", 0, 198, 2), title="similarity", width=500, height=400
     )
     pixels = decode(png)
     assert pixels.shape == (400, 500, 3)
-    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 100
+    assert colours(pixels) > 100
 
 
 def test_a_constant_similarity_matrix_still_draws() -> None:

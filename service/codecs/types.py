@@ -1,0 +1,37 @@
+"""What the wire formats share: their names, media types and the shapes of an encoding."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, get_args
+
+import numpy as np
+from numpy.typing import NDArray
+
+Format = Literal["json", "npy", "npz", "raw"]
+TableFormat = Literal["json", "npy", "raw"]
+BodyFormat = Literal["json", "npy", "npz"]
+FORMATS: Final[tuple[Format, ...]] = get_args(Format)
+TABLE_FORMATS: Final[tuple[TableFormat, ...]] = get_args(TableFormat)
+BODY_FORMATS: Final[tuple[BodyFormat, ...]] = get_args(BodyFormat)
+MEDIA_TYPES: Final[dict[Format, str]] = {
+    "json": "application/json",
+    "npy": "application/x-npy",
+    "npz": "application/x-npz",
+    "raw": "application/octet-stream",
+}
+Headers = dict[str, str]
+Buffer = bytes | bytearray | memoryview
+Encoded = tuple[Headers, bytes]
+# An array given as consecutive blocks of rows (as the cache holds a table): their
+# concatenation along the first axis, which the encoders write without making it.
+Parts = list[NDArray[Any]]
+
+
+def little_endian(array: NDArray[Any]) -> NDArray[Any]:
+    """``array`` as C-order little-endian (itself when it is already)."""
+    return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+
+
+def shape_of(parts: Parts) -> tuple[int, ...]:
+    """The shape of the concatenation of ``parts``."""
+    return (sum(len(part) for part in parts), *parts[0].shape[1:])

@@ -1,0 +1,160 @@
+"""The additive apply kernel: ``X * scale + PE[positions]`` for an embedding batch, in numpy
+only. The rows of ``PE`` come from the caller (any additive family's table); this module
+knows batches, positions and arithmetic, not how the rows are computed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.encodings.registry import DType
+from service.errors import InvalidInput, InvalidParameter
+
+
+def _float_kind(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind == "f" and dtype.itemsize in (2, 4, 8)
+
+
+def check_batch(
+    embeddings: NDArray[Any], position_ids: NDArray[Any] | None = None
+) -> NDArray[np.int64] | None:
+    """Validate an embedding batch ``(L, d)`` or ``(batch, L, d)`` of float16/32/64 and its
+    optional non-negative integer ``position_ids`` of shape ``(L,)`` or ``(batch, L)``.
+
+    Returns the position ids as ``int64`` (or ``None``); raises :class:`InvalidInput`
+    naming ``embeddings`` or ``position_ids``.
+    """
+    if not _float_kind(embeddings.dtype):
+        raise InvalidInput(
+            "embeddings", f"must be float16, float32 or float64, not {embeddings.dtype}"
+        )
+    if embeddings.ndim not in (2, 3):
+        raise InvalidInput(
+            "embeddings",
+            f"must be 2-D (L, d_model) or 3-D (batch, L, d_model), not {embeddings.ndim}-D",
+        )
+    if embeddings.size == 0:
+        raise InvalidInput("embeddings", f"is empty: shape {embeddings.shape}")
+    if position_ids is None:
+        return None
+    if position_ids.dtype.kind not in "iu":
+        raise InvalidInput("position_ids", f"must be integers, not {position_ids.dtype}")
+    allowed = [embeddings.shape[-2:-1], embeddings.shape[:-1]]
+    if position_ids.shape not in allowed:
+        raise InvalidInput(
+            "position_ids",
+            f"has shape {position_ids.shape}; embeddings of shape {embeddings.shape} "
+            f"need {' or '.join(map(str, dict.fromkeys(allowed)))}",
+        )
+    if position_ids.dtype.kind == "i" and position_ids.min() < 0:
+        raise InvalidInput("position_ids", "must be non-negative")
+    if int(position_ids.max()) > np.iinfo(np.int64).max:
+        raise InvalidInput("position_ids", "are too large")
+    return position_ids.astype(np.int64, copy=False)
+
+
+def compute_dtype(embeddings: NDArray[Any]) -> DType:
+    """The table and arithmetic dtype for a batch: float64 for float64, else float32."""
+    return "float64" if embeddings.dtype.itemsize == 8 else "float32"
+
+
+def apply(
+    embeddings: NDArray[Any],
+    table: NDArray[np.floating],
+    scale: float,
+    index: NDArray[np.intp] | None = None,
+    *,
+    in_place: bool = False,
+) -> NDArray[np.floating]:
+    """``embeddings * scale + table[index]``, in the table's dtype, returned in the
+    embeddings' dtype (native byte order, C order).
+
+    Without ``index`` the table holds exactly the batch's ``L`` rows, in order; with it,
+    ``index`` of shape ``(L,)`` or ``(batch, L)`` says which table row each embedding gets.
+    The batch must have passed :func:`check_batch`. With ``in_place``, a writable C-order
+    batch already in the table's dtype is overwritten with the result and returned.
+    Raises :class:`InvalidInput` if the batch holds NaN or infinity, or
+    :class:`InvalidParameter` if the result overflows its dtype.
+    """
+    reuse = (
+        in_place
+        and embeddings.dtype == table.dtype
+        and embeddings.flags.writeable
+        and embeddings.flags.c_contiguous
+    )
+    with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a better message
+        out = np.multiply(
+            embeddings, scale, out=embeddings if reuse else None, dtype=table.dtype, order="C"
+        )
+        return _add_rows(out, embeddings, table, index, reuse)
+
+
+@dataclass(frozen=True, slots=True)
+class Additive:
+    """The kernel ``X * scale + PE[positions]``; ``scale`` defaults to ``sqrt(d_model)``."""
+
+    scale: float | None = None
+
+    def check(
+        self, embeddings: NDArray[Any], position_ids: NDArray[Any] | None
+    ) -> NDArray[np.int64] | None:
+        return check_batch(embeddings, position_ids)
+
+    def dtype(self, embeddings: NDArray[Any]) -> DType:
+        return compute_dtype(embeddings)
+
+    def __call__(
+        self,
+        embeddings: NDArray[Any],
+        table: NDArray[np.floating],
+        index: NDArray[np.intp] | None,
+        *,
+        in_place: bool,
+    ) -> NDArray[np.floating]:
+        scale = math.sqrt(embeddings.shape[-1]) if self.scale is None else self.scale
+        return apply(embeddings, table, scale, index, in_place=in_place)
+
+
+def _add_rows(
+    out: NDArray[np.floating],
+    embeddings: NDArray[Any],
+    table: NDArray[np.floating],
+    index: NDArray[np.intp] | None,
+    overwritten: bool,
+) -> NDArray[np.floating]:
+    if index is None:
+        out += table
+    elif index.ndim == 1 or embeddings.ndim == 2:
+        out += table[index]
+    else:  # one sequence at a time: the working copy stays (L, d_model)
+        for row, ids in zip(out, index, strict=True):
+            row += table[ids]
+    target = embeddings.dtype.newbyteorder("=")
+    result: NDArray[np.floating] = out if out.dtype == target else out.astype(target)
+    if not np.isfinite(np.add.reduce(result, axis=None, dtype=np.float64)):
+        _explain_non_finite(embeddings, result, overwritten)
+    return result
+
+
+def _explain_non_finite(
+    embeddings: NDArray[Any], result: NDArray[np.floating], overwritten: bool
+) -> None:
+    # The sum above can overflow float64 on finite values; only raise on a real NaN or inf.
+    if overwritten and not np.isfinite(result).all():
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(result))[0])
+        raise InvalidInput(
+            "embeddings",
+            f"hold NaN or infinity, or the result overflows {result.dtype}, first at {index}",
+        )
+    if not np.isfinite(embeddings).all():
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(embeddings))[0])
+        raise InvalidInput("embeddings", f"hold NaN or infinity, first at {index}")
+    if not np.isfinite(result).all():
+        raise InvalidParameter(
+            "scale", f"the result overflows {result.dtype}: lower scale or use float64"
+        )

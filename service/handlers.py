@@ -1,0 +1,224 @@
+"""Transport-free pipelines, for any family: serve a block of a table (rows from the paged
+cache, sliced, encoded, with its strong validator and, for a large answer, a permit), and
+apply a kernel to a posted batch (decode, check, fetch the rows its positions need,
+compute, encode). They take parsed values and return encoded answers; HTTP is the web
+toolkit's business."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service import codecs
+from service.cache import Cache
+from service.codecs.types import BodyFormat, Encoded, Format, Headers, Parts
+from service.encodings import registry
+from service.encodings.registry import DType, Key, Rows
+from service.errors import InvalidParameter
+from service.limits import Limits
+from service.runtime import Runtime
+
+# Bump when the bytes of any table answer change for the same parameters.
+TABLE_REVISION: Final = "2"
+# An answer this large takes one of the large-answer permits until it has been sent.
+LARGE_ANSWER_BYTES: Final = 8 << 20
+# Smaller JSON answers are not worth compressing.
+GZIP_MIN_ELEMENTS: Final = 64
+# Encoding more than this would hold up the event loop for a noticeable time.
+_INLINE_JSON_ELEMENTS: Final = 1 << 12
+_INLINE_BINARY_BYTES: Final = 4 << 20
+# Scattered positions whose span is at most this many times their count (plus a page)
+# are read from the cache's pages; sparser ones are computed on their own.
+_DENSE_SPAN: Final = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Rows ``start .. stop-1`` and columns ``dim_start .. dim_stop-1`` of ``key``'s table."""
+
+    key: Key
+    start: int
+    stop: int
+    dim_start: int
+    dim_stop: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.stop - self.start, self.dim_stop - self.dim_start
+
+    @property
+    def large(self) -> bool:
+        """Whether the rows it computes (all their columns) pass ``LARGE_ANSWER_BYTES``."""
+        return (self.stop - self.start) * registry.row_bytes(self.key) > LARGE_ANSWER_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An encoded answer, and the permit to give back once it has been sent (if any)."""
+
+    headers: Headers
+    body: bytes | memoryview
+    release: Callable[[], None] | None = None
+
+
+def check_table(limits: Limits, block: Block, fmt: Format, width_name: str) -> None:
+    """The limits a table request must be within, before anything is computed."""
+    rows, cols = block.shape
+    limits.rows(rows, block.key.width, f"rows × {width_name}")
+    limits.last_position(block.stop - 1, "the table's last position (max_len - 1)")
+    if fmt == "json":
+        limits.json_answer(rows * cols)
+
+
+async def rows(runtime: Runtime, key: Key, start: int, stop: int) -> Parts:
+    """Rows ``start .. stop`` of ``key``'s table as consecutive blocks: from the cache, or
+    computed in a worker thread."""
+    parts = runtime.cache.peek(key, start, stop)
+    if parts is None:
+        parts = await runtime.offload(runtime.cache.rows, key, start, stop)
+    return parts
+
+
+def joined(parts: Parts) -> Rows:
+    """Consecutive blocks of rows as one array (the block itself when there is one)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+@asynccontextmanager
+async def turn(runtime: Runtime, large: bool) -> AsyncIterator[None]:
+    """For a large computation, hold one of the few large-answer permits meanwhile."""
+    if not large:
+        yield
+        return
+    async with runtime.large_answers:
+        yield
+
+
+async def table(
+    runtime: Runtime, block: Block, fields: Mapping[str, Any], fmt: Format, gzip: bool
+) -> Answer:
+    """The encoded block; a large one holds a permit, released by :attr:`Answer.release`."""
+    permits = runtime.large_answers if block.large else None
+    if permits is not None:
+        await permits.acquire()
+    try:
+        parts = await rows(runtime, block.key, block.start, block.stop)
+        sliced = [part[:, block.dim_start : block.dim_stop] for part in parts]
+        elements = block.shape[0] * block.shape[1]
+        nbytes = elements * np.dtype(block.key.dtype).itemsize
+        inline = (
+            elements <= _INLINE_JSON_ELEMENTS if fmt == "json" else nbytes <= _INLINE_BINARY_BYTES
+        )
+        encode = functools.partial(_encode, fmt, fields, sliced, "data", gzip)
+        headers, body = encode() if inline else await runtime.offload(encode)
+    except BaseException:
+        if permits is not None:
+            permits.release()
+        raise
+    return Answer(headers, body, permits.release if permits is not None else None)
+
+
+def _encode(fmt: Format, fields: Mapping[str, Any], parts: Parts, key: str, gzip: bool) -> Encoded:
+    encoded = codecs.encode(fmt, fields, parts, key)
+    return codecs.gzip(encoded) if gzip and fmt == "json" else encoded
+
+
+class Kernel(Protocol):
+    """What apply runs on a batch: its checks, its arithmetic dtype, and the computation
+    with the table rows its positions need."""
+
+    def check(
+        self, embeddings: NDArray[Any], position_ids: NDArray[Any] | None
+    ) -> NDArray[np.int64] | None: ...
+
+    def dtype(self, embeddings: NDArray[Any]) -> DType: ...
+
+    def __call__(
+        self,
+        embeddings: NDArray[Any],
+        table: Rows,
+        index: NDArray[np.intp] | None,
+        *,
+        in_place: bool,
+    ) -> NDArray[np.floating]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Apply:
+    """An apply request: the body's format and the answer's, the kernel, the family key
+    for a batch's width and dtype, and where its positions start."""
+
+    kind: BodyFormat
+    fmt: Format
+    gzip: bool
+    kernel: Kernel
+    key: Callable[[int, DType], Key]
+    offset: int = 0
+    max_len: int | None = None
+
+
+def apply(runtime: Runtime, body: bytearray, request: Apply) -> Answer:
+    """Decode, check, fetch the rows, compute, encode: the whole of an apply, run in a
+    worker thread."""
+    limits = runtime.limits
+    arrays = _decode(body, request.kind, limits)
+    embeddings = arrays["embeddings"]
+    positions = request.kernel.check(embeddings, arrays.get("position_ids"))
+    if request.fmt == "json":
+        limits.json_answer(embeddings.size, hint="ask for format=npy")
+    key = request.key(int(embeddings.shape[-1]), request.kernel.dtype(embeddings))
+    table, index = _rows_for(runtime.cache, limits, key, embeddings.shape[-2], request, positions)
+    in_place = request.kind == "npy"  # the batch is a view of our own copy of the body
+    result = request.kernel(embeddings, table, index, in_place=in_place)
+    if request.fmt == "npy" and result is embeddings:
+        # The body is the client's .npy header followed by the result: send it back as is.
+        return Answer({"content-type": codecs.types.MEDIA_TYPES["npy"]}, memoryview(body))
+    fields = {"dtype": result.dtype.name, "shape": list(result.shape)}
+    return Answer(*_encode(request.fmt, fields, [result], "embeddings", request.gzip))
+
+
+def _decode(body: bytearray, kind: BodyFormat, limits: Limits) -> dict[str, NDArray[Any]]:
+    if kind == "npy":
+        return {"embeddings": codecs.npy.decode(body)}
+    if kind == "npz":
+        members = ("embeddings", "position_ids")
+        return codecs.npz.decode(body, limits.body_bytes, members, required=members[:1])
+    return codecs.json.decode(body, limits.json_elements)
+
+
+def _rows_for(
+    cache: Cache,
+    limits: Limits,
+    key: Key,
+    length: int,
+    request: Apply,
+    positions: NDArray[np.int64] | None,
+) -> tuple[Rows, NDArray[np.intp] | None]:
+    """The table rows a batch needs, and which of them each embedding gets (``None``: the
+    rows in order). Contiguous positions come from the cache's pages; scattered ones too
+    when they are dense, else they are computed on their own: a request costs what its
+    positions need, never the rows below them."""
+    if positions is None:
+        first, last = request.offset, request.offset + length - 1
+    else:
+        unique, inverse = np.unique(positions, return_inverse=True)
+        first, last = int(unique[0]), int(unique[-1])
+    if request.max_len is not None and last >= request.max_len:
+        raise InvalidParameter(
+            "max_len", f"position {last} is not below max_len ({request.max_len})"
+        )
+    limits.last_position(last)
+    span = last - first + 1
+    if positions is None or span <= _DENSE_SPAN * len(unique) + cache.page_rows(key):
+        limits.rows(span, key.width, "rows the positions span × width")
+        table = joined(cache.rows(key, first, last + 1))
+        index = None if positions is None else (positions - first).astype(np.intp)
+        return table, index
+    limits.rows(len(unique), key.width, "distinct positions × width")
+    return registry.take(key, unique), inverse.reshape(positions.shape).astype(np.intp)

@@ -1,0 +1,50 @@
+"""The service's limits, each checked in one place with one message: what a request may
+compute and return, where its positions may go, and how large its pictures may be."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.errors import Limit
+from service.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The limits the settings set, as :class:`Limit` s that name their settings."""
+
+    elements: Limit
+    json_elements: Limit
+    body_bytes: Limit
+    position: Limit
+    image_width: Limit
+    image_height: Limit
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        return cls(
+            elements=Limit(settings.max_elements, "PE_MAX_ELEMENTS"),
+            json_elements=Limit(settings.max_json_elements, "PE_MAX_JSON_ELEMENTS"),
+            body_bytes=Limit(settings.max_body_bytes, "PE_MAX_BODY_BYTES"),
+            position=Limit(settings.max_position, "PE_MAX_POSITION"),
+            image_width=Limit(settings.max_image_width, "PE_MAX_IMAGE_WIDTH"),
+            image_height=Limit(settings.max_image_height, "PE_MAX_IMAGE_HEIGHT"),
+        )
+
+    def rows(self, rows: int, width: int, what: str = "rows × width") -> None:
+        """What a request computes: ``rows`` rows of ``width`` columns."""
+        self.elements.check(f"the elements computed ({what})", rows * width)
+
+    def last_position(self, position: int, what: str = "the largest position") -> None:
+        """Positions go up to ``PE_MAX_POSITION``."""
+        self.position.check(what, position)
+
+    def json_answer(
+        self, elements: int, hint: str = "ask for format=npy or raw, or a slice"
+    ) -> None:
+        """A JSON answer of ``elements`` numbers."""
+        self.json_elements.check("the JSON answer's elements", elements, hint)
+
+    def picture(self, width: int, height: int) -> None:
+        self.image_width.check("the picture's width", width)
+        self.image_height.check("the picture's height", height)

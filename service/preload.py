@@ -1,0 +1,87 @@
+"""``PE_PRELOAD``: the tables computed at start-up, parsed once into family keys and rows,
+and computed into the cache before the service says it is ready."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+
+from service.encodings.registry import DTYPES, Key
+from service.encodings.sinusoidal import DEFAULT_BASE, LAYOUTS, SinusoidalKey
+from service.errors import InvalidParameter, ServiceError
+from service.limits import Limits
+from service.runtime import Runtime
+
+logger = logging.getLogger("service")
+SYNTAX: Final = "MAXLENxDMODEL[@BASE][:LAYOUT][:DTYPE]"
+_ITEM: Final = re.compile(
+    r"(?P<max_len>\d+)x(?P<d_model>\d+)(?:@(?P<base>[^:]+))?(?P<rest>(?::\w+)*)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Preload:
+    """One table named in ``PE_PRELOAD``: its key, and how many rows from position 0."""
+
+    key: Key
+    rows: int
+
+
+def parse(text: str) -> list[Preload]:
+    """``512x512,2048x1024@10000:split:float64`` as table specifications; ``ValueError``
+    naming the item that is not ``MAXLENxDMODEL[@BASE][:LAYOUT][:DTYPE]``."""
+    tables = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        match = _ITEM.fullmatch(item)
+        if match is None:
+            raise ValueError(f"PE_PRELOAD: {item!r} is not {SYNTAX}")
+        words = [word for word in match["rest"].split(":") if word]
+        layouts = [word for word in words if word in LAYOUTS]
+        dtypes = [word for word in words if word in DTYPES]
+        unknown = [word for word in words if word not in (*LAYOUTS, *DTYPES)]
+        if unknown or len(layouts) > 1 or len(dtypes) > 1:
+            raise ValueError(f"PE_PRELOAD: {item!r}: {words} are not one layout and one dtype")
+        try:
+            base = float(match["base"]) if match["base"] else DEFAULT_BASE
+            key = SinusoidalKey(
+                int(match["d_model"]),
+                base,
+                layouts[0] if layouts else "interleaved",
+                dtypes[0] if dtypes else "float32",
+            )
+        except (ValueError, InvalidParameter) as exc:
+            raise ValueError(f"PE_PRELOAD: {item!r}: {exc}") from None
+        if int(match["max_len"]) < 1:
+            raise ValueError(f"PE_PRELOAD: {item!r}: max_len must be positive")
+        tables.append(Preload(key, int(match["max_len"])))
+    return tables
+
+
+def check(tables: list[Preload], limits: Limits) -> None:
+    """Each preloaded table within the request limits (``ValueError`` otherwise)."""
+    for table in tables:
+        try:
+            limits.rows(table.rows, table.key.width)
+            limits.last_position(table.rows - 1)
+        except ServiceError as exc:
+            raise ValueError(f"PE_PRELOAD: {exc.detail}") from None
+
+
+async def run(tables: list[Preload], runtime: Runtime) -> None:
+    """Compute every table into the cache, then mark the service ready; a failure is kept
+    for ``/readyz`` to report, and the process stays up."""
+    try:
+        for table in tables:
+            await anyio.to_thread.run_sync(
+                runtime.cache.rows, table.key, 0, table.rows, limiter=runtime.cpu
+            )
+            logger.info("preloaded %s with %d rows", table.key, table.rows)
+    except Exception as exc:
+        logger.exception("preloading failed")
+        runtime.preload_error = repr(exc)
+    else:
+        runtime.ready = True

@@ -1,0 +1,141 @@
+"""Replay: any answer that says it never changes is answered again from memory.
+
+An answer is replayable when it is a ``200`` to a ``GET`` with ``immutable`` in its
+``Cache-Control`` and a strong ``ETag``, varying on nothing but ``Accept`` and
+``Accept-Encoding``: it is then a pure function of the path, the query string and those two
+headers (each read as one combined value, as negotiation reads them), so its bytes and
+headers can answer the same request again without routing, validation or encoding. Answers
+are kept in the cache, in its budget and LRU order; ``If-None-Match`` is answered here too.
+Errors and anything else always take the full path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Final
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.cache import Cache
+from service.web.conditional import matches
+from service.web.negotiation import combined
+
+_KEEP_HEADERS: Final = (b"etag", b"cache-control", b"vary")  # what a 304 repeats
+_KEYED: Final = {b"accept", b"accept-encoding"}
+_OVERHEAD_BYTES: Final = 512  # the entry, its key and its header list, roughly
+Record = Callable[[Scope, int, int, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Replayable:
+    """An answer to replay: its headers and body, its tag, and its route (for telemetry)."""
+
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    etag: str
+    route: SimpleNamespace
+
+
+def _replayable(message: Message) -> str | None:
+    """The strong ETag of a response start that may be replayed, else None."""
+    if message["status"] != 200:
+        return None
+    headers = {bytes(k).lower(): bytes(v) for k, v in message["headers"]}
+    etag = headers.get(b"etag", b"")
+    control = headers.get(b"cache-control", b"")
+    vary = {part.strip().lower() for part in headers.get(b"vary", b"").split(b",") if part.strip()}
+    if not etag.startswith(b'"') or b"immutable" not in control or not vary <= _KEYED:
+        return None
+    return etag.decode("latin-1")
+
+
+class Replay:
+    """ASGI middleware, the outermost layer: a replayed answer reports itself to
+    ``record`` (telemetry: status, bytes, seconds) instead of passing through another."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        cache: Callable[[], Cache],
+        record: Record,
+        max_body_bytes: int = 8 << 20,
+    ) -> None:
+        self.app = app
+        self.cache = cache
+        self.record = record
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET":
+            await self.app(scope, receive, send)
+            return
+        raw = scope["headers"]
+        key = (
+            "replay",
+            scope["path"],
+            scope["query_string"],
+            combined(raw, b"accept"),
+            combined(raw, b"accept-encoding"),
+        )
+        cache = self.cache()
+        kept = cache.recall(key)
+        if kept is None:
+            await self._keep(scope, receive, send, cache, key)
+            return
+        start = time.perf_counter()
+        scope["route"] = kept.route
+        status, size = await self._replay(kept, combined(raw, b"if-none-match"), send)
+        self.record(scope, status, size, time.perf_counter() - start)
+
+    async def _replay(
+        self, kept: Replayable, if_none_match: str | None, send: Send
+    ) -> tuple[int, int]:
+        if matches(if_none_match, kept.etag):
+            headers = [(k, v) for k, v in kept.headers if k in _KEEP_HEADERS]
+            await send({"type": "http.response.start", "status": 304, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return 304, 0
+        await send({"type": "http.response.start", "status": 200, "headers": kept.headers})
+        await send({"type": "http.response.body", "body": kept.body})
+        return 200, len(kept.body)
+
+    async def _keep(
+        self, scope: Scope, receive: Receive, send: Send, cache: Cache, key: tuple[object, ...]
+    ) -> None:
+        start: Message | None = None
+        etag: str | None = None
+        parts: list[bytes] = []
+        size = 0
+
+        async def keep(message: Message) -> None:
+            nonlocal start, etag, size
+            if message["type"] == "http.response.start":
+                start, etag = message, _replayable(message)
+            elif message["type"] == "http.response.body" and start is not None and etag:
+                body = message.get("body", b"")
+                size += len(body)
+                if size <= self.max_body_bytes:  # a larger answer is not kept: no copy
+                    parts.append(bytes(body))
+                    if not message.get("more_body", False):
+                        self._remember(cache, key, scope, start, etag, b"".join(parts))
+            await send(message)
+
+        await self.app(scope, receive, keep)
+
+    def _remember(
+        self,
+        cache: Cache,
+        key: tuple[object, ...],
+        scope: Scope,
+        start: Message,
+        etag: str,
+        body: bytes,
+    ) -> None:
+        headers = [(bytes(k), bytes(v)) for k, v in start["headers"]]
+        route = SimpleNamespace(path=getattr(scope.get("route"), "path", scope["path"]))
+        size = len(body) + sum(len(k) + len(v) for k, v in headers)
+        size += sum(len(part) for part in key if isinstance(part, str | bytes)) + _OVERHEAD_BYTES
+        cache.remember(key, Replayable(headers, body, etag, route), size)

@@ -1,0 +1,7 @@
+"""Thin routers, one per resource, each importing the web toolkit and never another router."""
+
+from fastapi import APIRouter
+
+from service.routes import explorer, ops, pictures, sinusoidal
+
+ROUTERS: list[APIRouter] = [sinusoidal.router, pictures.router, ops.router, explorer.router]

@@ -1,0 +1,60 @@
+"""The explorer: a static page (HTML, CSS, one script) that draws tables in the browser
+from the raw table endpoint. Nothing is fetched from another host."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Final
+
+from fastapi import APIRouter, HTTPException, Request, Response
+
+from service.web.conditional import strong_etag
+from service.web.responses import not_modified
+
+FILES: Final = Path(__file__).parent / "explorer_files"
+_ASSETS: Final = {
+    "explorer.js": "text/javascript; charset=utf-8",
+    "explorer.css": "text/css; charset=utf-8",
+}
+# The page may talk to its own origin only: nothing is fetched from another host.
+_PAGE_POLICY: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+router = APIRouter()
+
+
+@functools.cache
+def _asset(name: str) -> tuple[bytes, str]:
+    body = (FILES / name).read_bytes()
+    return body, strong_etag(body)
+
+
+def _static(request: Request, name: str, media_type: str, **headers: str) -> Response:
+    body, etag = _asset(name)
+    headers = {"etag": etag, "cache-control": "no-cache", **headers}
+    unchanged = not_modified(request, headers)
+    if unchanged is not None:
+        return unchanged
+    return Response(body, media_type=media_type, headers=headers)
+
+
+@router.get("/", include_in_schema=False)
+async def explorer(request: Request) -> Response:
+    """The explorer page."""
+    return _static(
+        request,
+        "index.html",
+        "text/html; charset=utf-8",
+        **{"content-security-policy": _PAGE_POLICY},
+    )
+
+
+@router.get("/explorer/{name}", include_in_schema=False)
+async def explorer_asset(name: str, request: Request) -> Response:
+    """The explorer's script and style sheet."""
+    if name not in _ASSETS:
+        raise HTTPException(404)
+    return _static(request, name, _ASSETS[name])

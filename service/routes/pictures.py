@@ -1,0 +1,128 @@
+"""Pictures of the sinusoidal tables: the heatmap of a block and the similarity of
+positions, as PNG drawn by matplotlib. Repeats are answered by the replay layer."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Final
+
+import anyio
+from fastapi import APIRouter, Query, Request, Response
+
+from service import handlers, plots
+from service.encodings import sinusoidal
+from service.runtime import Runtime
+from service.schemas.sinusoidal import HeatmapQuery, SimilarityQuery
+from service.web import openapi
+from service.web.conditional import IMMUTABLE, fields_etag
+from service.web.deps import RuntimeDep
+from service.web.responses import not_modified
+
+HEATMAP_PATH: Final = "/v1/encodings/sinusoidal/heatmap.png"
+SIMILARITY_PATH: Final = "/v1/encodings/sinusoidal/similarity.png"
+# Bump when the pictures change for the same parameters and matplotlib version.
+PICTURE_REVISION: Final = "1"
+_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
+    200: {"content": {"image/png": openapi.BINARY}, "description": "The picture."},
+    304: openapi.NOT_MODIFIED,
+    **openapi.problems_of(422, 501),
+}
+
+router = APIRouter()
+
+
+async def _picture(
+    request: Request,
+    runtime: Runtime,
+    kind: str,
+    query: HeatmapQuery | SimilarityQuery,
+    rows: int,
+    draw: Callable[[], Awaitable[bytes]],
+) -> Response:
+    """The picture ``draw`` makes from ``rows`` rows, once its limits are checked; 304 for
+    a current tag."""
+    runtime.limits.rows(rows, query.d_model, "rows × d_model")
+    runtime.limits.last_position(query.row_stop - 1, "the table's last position (max_len - 1)")
+    runtime.limits.picture(query.width, query.height)
+    plots.require()
+    etag = fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())
+    headers = {"etag": etag, "cache-control": IMMUTABLE}
+    unchanged = not_modified(request, headers)
+    if unchanged is not None:
+        return unchanged
+    return Response(await draw(), media_type="image/png", headers=headers)
+
+
+async def paint(runtime: Runtime, draw: Callable[..., bytes], *args: Any, **kwargs: Any) -> bytes:
+    """Draw in a worker thread, one picture at a time: matplotlib is not thread-safe."""
+    work = functools.partial(draw, *args, **kwargs)
+    return await anyio.to_thread.run_sync(work, limiter=runtime.painter)
+
+
+@router.get(
+    HEATMAP_PATH,
+    operation_id="getSinusoidalHeatmap",
+    summary="A table, or a block of it, as a PNG heatmap: positions down, dimensions across.",
+    response_class=Response,
+    responses=_RESPONSES,
+)
+async def get_heatmap(
+    query: Annotated[HeatmapQuery, Query()], request: Request, runtime: RuntimeDep
+) -> Response:
+    """A table, or a block of it, as a PNG heatmap: positions down, dimensions across."""
+    block = handlers.Block(
+        query.key(), query.start, query.row_stop, query.dim_start, query.col_stop
+    )
+
+    async def draw() -> bytes:
+        async with handlers.turn(runtime, block.large):
+            parts = await handlers.rows(runtime, block.key, block.start, block.stop)
+            return await paint(
+                runtime,
+                plots.heatmap,
+                handlers.joined(parts)[:, block.dim_start : block.dim_stop],
+                plots.Axis("Position", query.start, query.row_stop - 1),
+                plots.Axis("Encoding dimension", query.dim_start, query.col_stop - 1),
+                title=f"Sinusoidal positional encoding\n{query.label()}",
+                width=query.width,
+                height=query.height,
+                cmap=query.cmap,
+            )
+
+    return await _picture(request, runtime, "heatmap", query, block.stop - block.start, draw)
+
+
+@router.get(
+    SIMILARITY_PATH,
+    operation_id="getSinusoidalSimilarity",
+    summary="The dot products PE[p] · PE[q] of the rows start .. stop-1, as a PNG.",
+    response_class=Response,
+    responses=_RESPONSES,
+)
+async def get_similarity(
+    query: Annotated[SimilarityQuery, Query()], request: Request, runtime: RuntimeDep
+) -> Response:
+    """The dot products PE[p] · PE[q] of the rows start .. stop-1, as a PNG."""
+    # one row and column per pixel at most: more positions than that are drawn every step-th
+    step = math.ceil((query.row_stop - query.start) / min(query.width, query.height))
+
+    async def draw() -> bytes:
+        matrix = await runtime.offload(
+            sinusoidal.similarity, query.start, query.row_stop, step, query.key()
+        )
+        last = query.start + (len(matrix) - 1) * step
+        return await paint(
+            runtime,
+            plots.similarity,
+            matrix,
+            plots.Axis("Position", query.start, last, step),
+            title=f"Similarity of positions, PE[p] · PE[q]\n{query.label()}",
+            width=query.width,
+            height=query.height,
+            cmap=query.cmap,
+        )
+
+    count = len(range(query.start, query.row_stop, step))
+    return await _picture(request, runtime, "similarity", query, count, draw)

@@ -1,0 +1,75 @@
+"""The sinusoidal family: its tables and the apply of its encoding to posted batches."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+from fastapi import APIRouter, Query, Request, Response
+
+from service import handlers
+from service.codecs.types import FORMATS
+from service.encodings.additive import Additive
+from service.schemas.common import ApplyDocument
+from service.schemas.sinusoidal import ApplyQuery, TableDocument, TableQuery
+from service.web import openapi
+from service.web.bodies import body_format, read_body
+from service.web.deps import RuntimeDep
+from service.web.negotiation import accepts_gzip, combined, negotiate
+from service.web.responses import respond, table_response
+
+PATH: Final = "/v1/encodings/sinusoidal"
+router = APIRouter()
+
+
+@router.get(
+    PATH,
+    operation_id="getSinusoidalTable",
+    summary="A sinusoidal positional-encoding table, or a block of it.",
+    response_class=Response,
+    responses={
+        200: {
+            "model": TableDocument,
+            "content": openapi.TABLE_MEDIA,
+            "description": "The table.",
+            "headers": openapi.TABLE_HEADERS,
+        },
+        304: openapi.NOT_MODIFIED,
+        **openapi.problems_of(406, 422),
+    },
+)
+async def get_table(
+    query: Annotated[TableQuery, Query()], request: Request, runtime: RuntimeDep
+) -> Response:
+    """A sinusoidal positional-encoding table, or a block of it."""
+    block = handlers.Block(
+        query.key(), query.start, query.row_stop, query.dim_start, query.col_stop
+    )
+    return await table_response(request, runtime, block, query.describe(), query.format, "d_model")
+
+
+@router.post(
+    PATH + "/apply",
+    operation_id="applySinusoidal",
+    summary="X * scale + PE[positions] for a posted embedding batch.",
+    response_class=Response,
+    openapi_extra={"requestBody": openapi.APPLY_BODY},
+    responses={
+        200: {"model": ApplyDocument, "content": openapi.APPLY_MEDIA, "description": "The result."},
+        **openapi.problems_of(400, 406, 413, 415, 422),
+    },
+)
+async def apply(
+    query: Annotated[ApplyQuery, Query()], request: Request, runtime: RuntimeDep
+) -> Response:
+    """X * scale + PE[positions] for a posted embedding batch."""
+    raw = request.scope["headers"]
+    kind = body_format(combined(raw, b"content-type"))
+    offered = (kind, *(fmt for fmt in FORMATS if fmt != kind))
+    fmt = query.format or negotiate(combined(raw, b"accept"), offered)
+    gzip = fmt == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
+    body = await read_body(request, runtime.limits.body_bytes)
+    plan = handlers.Apply(
+        kind, fmt, gzip, Additive(query.scale), query.key, query.offset, query.max_len
+    )
+    answer = await runtime.offload(handlers.apply, runtime, body, plan)
+    return respond(runtime, answer, {"cache-control": "no-store"})

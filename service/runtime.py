@@ -1,0 +1,54 @@
+"""The runtime a running service holds, as one typed object: its settings and limits, the
+cache, the lanes that CPU work runs in, the permits of large answers, its telemetry and
+its readiness. Built when the app starts; handed to routes by ``web.deps``."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
+
+import anyio
+
+from service.cache import Cache
+from service.limits import Limits
+from service.settings import Settings
+from service.telemetry import Telemetry
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What a running service holds: its settings and limits, the cache, the lanes that CPU
+    work runs in, the permits of large answers, its telemetry and its readiness."""
+
+    settings: Settings
+    telemetry: Telemetry
+    limits: Limits = field(init=False)
+    cache: Cache = field(init=False)
+    # CPU work, one thread per core: more would only fight over the GIL and hold more memory
+    cpu: anyio.CapacityLimiter = field(init=False)
+    # answers over 8 MiB take turns, one per core, from computation until they are sent
+    large_answers: anyio.Semaphore = field(init=False)
+    # matplotlib is not thread-safe: one picture at a time
+    painter: anyio.CapacityLimiter = field(init=False)
+    ready: bool = False
+    preload_error: str | None = None
+
+    def __post_init__(self) -> None:
+        cores = os.cpu_count() or 1
+        self.limits = Limits.of(self.settings)
+        self.cache = Cache(self.settings.cache_bytes)
+        self.cpu = anyio.CapacityLimiter(cores)
+        self.large_answers = anyio.Semaphore(cores)
+        self.painter = anyio.CapacityLimiter(1)
+
+    async def offload(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run CPU-bound ``work`` in a worker thread of the CPU lane."""
+        return await anyio.to_thread.run_sync(
+            functools.partial(work, *args, **kwargs), limiter=self.cpu
+        )

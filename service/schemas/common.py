@@ -1,0 +1,126 @@
+"""What every family's wire models share: row and column ranges, picture sizes, and the
+documents that are not a family's (problems, status, the cache, apply's JSON)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal, get_args
+
+from pydantic import BaseModel, Field, ValidationInfo
+from pydantic_core import PydanticCustomError
+
+from service.encodings.registry import DType
+
+# smaller pictures have no room for the title, the labels and the colorbar
+MIN_WIDTH: Final = 320
+MIN_HEIGHT: Final = 240
+Colormap = Literal[
+    # diverging, for the heatmap's -1 .. 1 (RdBu is seed 004's; viridis is matplotlib's default)
+    "RdBu",
+    "RdBu_r",
+    "coolwarm",
+    "seismic",
+    "PuOr",
+    "BrBG",
+    "PiYG",
+    "RdYlBu",
+    # sequential
+    "viridis",
+    "cividis",
+    "magma",
+    "plasma",
+    "inferno",
+    "gray",
+]
+COLORMAPS: Final[tuple[Colormap, ...]] = get_args(Colormap)
+Width = Annotated[
+    int, Field(ge=MIN_WIDTH, description="Picture width in pixels, at most PE_MAX_IMAGE_WIDTH.")
+]
+Height = Annotated[
+    int, Field(ge=MIN_HEIGHT, description="Picture height in pixels, at most PE_MAX_IMAGE_HEIGHT.")
+]
+
+
+def below(value: int, info: ValidationInfo, bound: str, what: str) -> int:
+    """``value`` if it is less than the field ``bound`` (when that is valid)."""
+    limit = info.data.get(bound)
+    if limit is not None and value >= limit:
+        raise PydanticCustomError("out_of_table", f"must be less than {bound} ({limit}); {what}")
+    return value
+
+
+def within(value: int | None, info: ValidationInfo, low: str, high: str) -> int | None:
+    """``value`` (an exclusive end) if it is after the field ``low`` and at most ``high``."""
+    if value is None:
+        return value
+    first, limit = info.data.get(low), info.data.get(high)
+    if first is not None and value <= first:
+        raise PydanticCustomError("empty_range", f"must be greater than {low} ({first})")
+    if limit is not None and value > limit:
+        raise PydanticCustomError("out_of_table", f"must be at most {high} ({limit})")
+    return value
+
+
+class ApplyDocument(BaseModel):
+    """The result of an apply as JSON."""
+
+    dtype: DType
+    shape: list[int]
+    embeddings: list[Any] = Field(description="The result, nested like the input.")
+
+
+class ApplyBody(BaseModel):
+    """The JSON request body of an apply."""
+
+    embeddings: list[Any] = Field(description="(L, d_model) or (batch, L, d_model) numbers.")
+    position_ids: list[Any] | None = Field(
+        None, description="(L,) or (batch, L) non-negative integers; default offset .. offset+L-1."
+    )
+    dtype: DType = Field("float32", description="Element type of the embeddings and result.")
+
+
+class CacheTable(BaseModel):
+    family: str = Field(description="The encoding family, e.g. sinusoidal.")
+    key: dict[str, Any] = Field(description="The parameters that make the table's values.")
+    pages: int = Field(description="Pages of rows held.")
+    page_rows: int = Field(description="Rows in a page of this table.")
+    bytes: int
+
+
+class CacheDocument(BaseModel):
+    """Cache statistics; tables from least to most recently used."""
+
+    budget_bytes: int = Field(description="PE_CACHE_BYTES")
+    bytes: int
+    hits: int = Field(description="Pages found in the cache.")
+    misses: int = Field(description="Pages computed.")
+    evictions: int
+    uncached: int = Field(
+        description="Requests whose rows were computed but not kept: over the budget."
+    )
+    tables: list[CacheTable]
+    responses: int = Field(description="Encoded answers kept to replay.")
+    response_bytes: int = Field(description="Their bytes, counted in the same budget.")
+    response_hits: int = Field(description="Requests answered by replaying one.")
+
+
+class Status(BaseModel):
+    status: str
+
+
+class ErrorItem(BaseModel):
+    name: str = Field(description="The parameter or field at fault.")
+    location: str = Field(alias="in", description="query, header, path or body.")
+    detail: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document (``application/problem+json``)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[ErrorItem] | None = None
+    limit: int | None = None
+    requested: int | None = None
+    setting: str | None = Field(None, description="The setting that sets the limit: its name only.")

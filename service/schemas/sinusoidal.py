@@ -1,0 +1,180 @@
+"""The sinusoidal family's parameters on the wire: tables, blocks, pictures and apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from service.codecs.types import Format, TableFormat
+from service.encodings.registry import DType
+from service.encodings.sinusoidal import DEFAULT_BASE, Layout, SinusoidalKey
+from service.schemas.common import Colormap, Height, Width, below, within
+
+
+class RowsQuery(BaseModel):
+    """Which table, and which of its rows."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_len: int = Field(
+        ge=1,
+        description="Rows in the table: positions 0 .. max_len-1, the last at most "
+        "PE_MAX_POSITION (2^31 - 1). The rows returned × d_model are at most PE_MAX_ELEMENTS.",
+    )
+    d_model: int = Field(ge=1, description="Columns: the model's embedding width.")
+    base: float = Field(
+        DEFAULT_BASE,
+        gt=1,
+        allow_inf_nan=False,
+        description="Wavelength base: column pair i has frequency base^(-2i/d_model).",
+    )
+    start: int = Field(0, ge=0, description="First row returned (inclusive).")
+    stop: int | None = Field(
+        None, ge=1, description="Row after the last returned; default max_len."
+    )
+
+    @field_validator("start")
+    @classmethod
+    def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
+        return below(value, info, "max_len", "rows are 0 .. max_len-1")
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return within(value, info, "start", "max_len")
+
+    @property
+    def row_stop(self) -> int:
+        return self.max_len if self.stop is None else self.stop
+
+    def label(self) -> str:
+        """The parameters as a picture's title shows them."""
+        rows = (
+            ""
+            if (self.start, self.row_stop) == (0, self.max_len)
+            else (f", rows {self.start}..{self.row_stop - 1}")
+        )
+        return f"max_len={self.max_len}, d_model={self.d_model}, base={self.base:.15g}{rows}"
+
+
+class BlockQuery(RowsQuery):
+    """Which table, and which block of it."""
+
+    layout: Layout = Field(
+        "interleaved",
+        description="interleaved: sin, cos, sin, ... (the paper); split: all sines, then cosines.",
+    )
+    dtype: DType = Field("float32", description="Element type of the returned table.")
+    dim_start: int = Field(0, ge=0, description="First column returned (inclusive).")
+    dim_stop: int | None = Field(
+        None, ge=1, description="Column after the last returned; default d_model."
+    )
+
+    @field_validator("dim_start")
+    @classmethod
+    def _dim_start_in_table(cls, value: int, info: ValidationInfo) -> int:
+        return below(value, info, "d_model", "columns are 0 .. d_model-1")
+
+    @field_validator("dim_stop")
+    @classmethod
+    def _dim_stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return within(value, info, "dim_start", "d_model")
+
+    @property
+    def col_stop(self) -> int:
+        return self.d_model if self.dim_stop is None else self.dim_stop
+
+    def key(self) -> SinusoidalKey:
+        return SinusoidalKey(self.d_model, self.base, self.layout, self.dtype)
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON answer's fields before ``data``, in the contract's order."""
+        return {
+            "max_len": self.max_len,
+            "d_model": self.d_model,
+            "base": self.base,
+            "layout": self.layout,
+            "dtype": self.dtype,
+            "start": self.start,
+            "stop": self.row_stop,
+            "dim_start": self.dim_start,
+            "dim_stop": self.col_stop,
+            "shape": [self.row_stop - self.start, self.col_stop - self.dim_start],
+        }
+
+    def label(self) -> str:
+        columns = (
+            ""
+            if (self.dim_start, self.col_stop) == (0, self.d_model)
+            else (f", dimensions {self.dim_start}..{self.col_stop - 1}")
+        )
+        return f"{super().label()}{columns}, {self.layout}, {self.dtype}"
+
+
+class TableQuery(BlockQuery):
+    """Which table, which block of it, and in what form."""
+
+    format: TableFormat | None = Field(
+        None, description="json, npy or raw; when absent the Accept header decides."
+    )
+
+
+class HeatmapQuery(BlockQuery):
+    """A table or a block of it as a picture: positions down, dimensions across."""
+
+    width: Width = 800
+    height: Height = 600
+    cmap: Colormap = Field("RdBu", description="matplotlib colormap; the scale is -1 .. 1.")
+
+
+class SimilarityQuery(RowsQuery):
+    """The dot products of the rows start .. stop-1 with each other, as a picture. The
+    layout does not change them, and they are computed from exact angles."""
+
+    width: Width = 800
+    height: Height = 600
+    cmap: Colormap = Field("viridis", description="matplotlib colormap.")
+
+    def key(self) -> SinusoidalKey:
+        return SinusoidalKey(self.d_model, self.base)
+
+
+class ApplyQuery(BaseModel):
+    """How to apply the encoding to a posted batch; ``d_model`` is the batch's last axis."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: float = Field(DEFAULT_BASE, gt=1, allow_inf_nan=False, description="As for tables.")
+    layout: Layout = Field("interleaved", description="As for tables.")
+    scale: float | None = Field(
+        None, allow_inf_nan=False, description="Factor on the embeddings; default sqrt(d_model)."
+    )
+    offset: int = Field(0, ge=0, description="Position of the first row when no position_ids.")
+    max_len: int | None = Field(
+        None, ge=1, description="When given, every position must be below it."
+    )
+    format: Format | None = Field(
+        None,
+        description="json, npy, npz or raw; when absent, Accept decides, else the body's format.",
+    )
+
+    def key(self, d_model: int, dtype: DType) -> SinusoidalKey:
+        """The table the batch needs: its width, and the dtype it is computed in."""
+        return SinusoidalKey(d_model, self.base, self.layout, dtype)
+
+
+class TableDocument(BaseModel):
+    """A table (or a block of one) as JSON."""
+
+    max_len: int
+    d_model: int
+    base: float
+    layout: Layout
+    dtype: DType
+    start: int
+    stop: int
+    dim_start: int
+    dim_stop: int
+    shape: list[int] = Field(description="[stop - start, dim_stop - dim_start]")
+    data: list[list[float]] = Field(description="The rows of the block.")

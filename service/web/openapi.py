@@ -1,0 +1,60 @@
+"""OpenAPI declarations that several operations share: problem responses, binary media
+types, the headers of a table answer."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS
+from service.schemas.common import ApplyBody, Problem
+from service.web.problems import PROBLEM_MEDIA_TYPE
+
+_PROBLEM_CAUSES: Final = {
+    400: "The body is not readable as its media type.",
+    406: "No offered format is acceptable.",
+    413: "The body is over PE_MAX_BODY_BYTES.",
+    415: "The body's media type is not one the endpoint reads.",
+    422: "A parameter is invalid or a limit is exceeded.",
+    501: "This installation cannot draw pictures: it lacks the plots extra (matplotlib).",
+    503: "Not ready: the PE_PRELOAD tables are still being computed, or failed.",
+}
+BINARY: Final = {"schema": {"type": "string", "format": "binary"}}
+
+
+def problems_of(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the problem responses an operation can give."""
+    return {
+        status: {
+            "model": Problem,
+            "content": {PROBLEM_MEDIA_TYPE: {}},
+            "description": _PROBLEM_CAUSES[status],
+        }
+        for status in statuses
+    }
+
+
+def media(formats: tuple[str, ...]) -> dict[str, Any]:
+    """The ``content`` of a response offered in ``formats`` (JSON described by its model)."""
+    return {MEDIA_TYPES[fmt]: {} if fmt == "json" else BINARY for fmt in formats}  # type: ignore[index]
+
+
+TABLE_MEDIA: Final = media(TABLE_FORMATS)
+APPLY_MEDIA: Final = media(FORMATS)
+APPLY_BODY: Final[dict[str, Any]] = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": ApplyBody.model_json_schema()},
+        MEDIA_TYPES["npy"]: BINARY,
+        MEDIA_TYPES["npz"]: BINARY,
+    },
+}
+TABLE_HEADERS: Final = {
+    name: {"description": text, "schema": {"type": "string"}}
+    for name, text in {
+        "ETag": "Strong validator; send it back in If-None-Match for a 304.",
+        "Cache-Control": "public, max-age=31536000, immutable: tables never change.",
+        "X-Shape": "raw only: rows,cols of the block.",
+        "X-Dtype": "raw only: float32, float64 or float16.",
+    }.items()
+}
+NOT_MODIFIED: Final = {"description": "Not modified: the If-None-Match tag is current."}

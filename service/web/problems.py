@@ -1,0 +1,102 @@
+"""RFC 9457 problem responses for every error family: the service's own, the framework's
+validation errors, HTTP errors such as 404 and 405, and anything unexpected."""
+
+from __future__ import annotations
+
+import json
+import logging
+from http import HTTPStatus
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from service.errors import PROBLEM_BASE, InvalidParameter, ServiceError
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+# where each kind of value travels in this HTTP API
+_LOCATIONS = {"parameter": "query", "input": "body"}
+logger = logging.getLogger("service")
+
+
+def problem(
+    status: int,
+    detail: str,
+    *,
+    title: str | None = None,
+    type: str = "about:blank",
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> Response:
+    """An ``application/problem+json`` response."""
+    body = {
+        "type": type,
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        **extensions,
+    }
+    try:
+        content = orjson.dumps(body)
+    except TypeError:  # integers past 64 bits, which orjson refuses and JSON allows
+        content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return Response(content, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
+
+
+async def _service_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ServiceError)
+    extensions = exc.extensions
+    if isinstance(exc, InvalidParameter):
+        where = _LOCATIONS[exc.source]
+        items = [
+            {"name": e["name"], "in": where, "detail": e["detail"]}
+            for e in exc.extensions["errors"]
+        ]
+        extensions = {**extensions, "errors": items}
+    return problem(exc.status, exc.detail, title=exc.title, type=exc.type, **extensions)
+
+
+def _validation_item(error: Any) -> dict[str, str]:
+    location, *path = [str(part) for part in error["loc"]] or ["request"]
+    return {"name": ".".join(path) or location, "in": location, "detail": error["msg"]}
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    items = [_validation_item(error) for error in exc.errors()]
+    detail = "; ".join(f"{item['name']}: {item['detail']}" for item in items)
+    return problem(
+        InvalidParameter.status,
+        detail,
+        title=InvalidParameter.title,
+        type=PROBLEM_BASE + InvalidParameter.slug,
+        errors=items,
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    detail = exc.detail if exc.detail != HTTPStatus(status).phrase else ""
+    if status == 404 and not detail:
+        detail = f"no resource at {request.url.path}; see /docs for the API"
+    elif status == 405:
+        allowed = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow", "")
+        detail = f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}"
+    headers = dict(exc.headers) if exc.headers else None
+    return problem(status, detail or HTTPStatus(status).description, headers=headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path)
+    return problem(500, "the service failed to answer this request; it has been logged")
+
+
+def install(app: FastAPI) -> None:
+    """Route every error family through :func:`problem`."""
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

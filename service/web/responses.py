@@ -1,0 +1,104 @@
+"""Responses: an encoded answer on the wire, a large one holding its permit until it has
+been sent; and the whole of a table request (negotiation, limits, validators, 304)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import anyio
+from fastapi import Request, Response
+from starlette.types import Receive, Scope, Send
+
+from service import handlers
+from service.codecs.types import Format, TableFormat
+from service.runtime import Runtime
+from service.web.conditional import IMMUTABLE, fields_etag, matches
+from service.web.negotiation import accepts_gzip, combined, negotiate
+
+_SEND_CHUNK_BYTES: Final = 1 << 20
+
+
+class PermitResponse(Response):
+    """An answer that gives its permit back once it has been sent, or has failed. Its body
+    goes out in 1 MiB chunks, each within ``send_timeout`` seconds: a client that stops
+    reading is cut off instead of keeping the permit."""
+
+    def __init__(
+        self,
+        content: bytes | memoryview,
+        headers: dict[str, str],
+        release: Callable[[], None],
+        send_timeout: float,
+    ) -> None:
+        super().__init__(content, headers=headers)
+        self._release = release
+        self._send_timeout = send_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            start = {"type": "http.response.start", "status": self.status_code}
+            await send({**start, "headers": self.raw_headers})
+            body = memoryview(self.body)
+            for offset in range(0, max(len(body), 1), _SEND_CHUNK_BYTES):
+                chunk = body[offset : offset + _SEND_CHUNK_BYTES]
+                more = offset + _SEND_CHUNK_BYTES < len(body)
+                with anyio.fail_after(self._send_timeout):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": more})
+        finally:
+            self._release()
+
+
+def respond(runtime: Runtime, answer: handlers.Answer, headers: Mapping[str, str]) -> Response:
+    """``answer`` with ``headers`` added."""
+    merged = {**headers, **answer.headers}
+    if answer.release is not None:
+        return PermitResponse(answer.body, merged, answer.release, runtime.settings.send_timeout)
+    return Response(answer.body, headers=merged)
+
+
+def table_etag(fields: Mapping[str, Any], fmt: Format, gzip: bool) -> str:
+    """A strong validator: a table answer's bytes are a pure function of these values."""
+    encoding = "gzip" if gzip else "identity"
+    return fields_etag(handlers.TABLE_REVISION, fmt, encoding, fields=dict(fields))
+
+
+def not_modified(request: Request, headers: dict[str, str]) -> Response | None:
+    """A 304 with ``headers`` when ``If-None-Match`` matches their ETag, else None."""
+    if matches(combined(request.scope["headers"], b"if-none-match"), headers["etag"]):
+        return Response(status_code=304, headers=headers)
+    return None
+
+
+async def table_response(
+    request: Request,
+    runtime: Runtime,
+    block: handlers.Block,
+    fields: Mapping[str, Any],
+    fmt: TableFormat | None,
+    width_name: str,
+) -> Response:
+    """A block of a table in the format asked for (by ``fmt``, else ``Accept``), gzipped
+    JSON where welcome, with a strong ETag and ``immutable``; 304 for a current tag."""
+    raw = request.scope["headers"]
+    chosen = fmt or negotiate(combined(raw, b"accept"))
+    handlers.check_table(runtime.limits, block, chosen, width_name)
+    rows, cols = block.shape
+    gzip = (
+        chosen == "json"
+        and rows * cols >= handlers.GZIP_MIN_ELEMENTS
+        and accepts_gzip(combined(raw, b"accept-encoding"))
+    )
+    headers = {"etag": table_etag(fields, chosen, gzip), "cache-control": IMMUTABLE}
+    vary = [
+        name
+        for name, varies in [("Accept", fmt is None), ("Accept-Encoding", chosen == "json")]
+        if varies
+    ]
+    if vary:
+        headers["vary"] = ", ".join(vary)
+    unchanged = not_modified(request, headers)
+    if unchanged is not None:
+        return unchanged
+    answer = await handlers.table(runtime, block, fields, chosen, gzip)
+    return respond(runtime, answer, headers)

@@ -1,0 +1,211 @@
+"""What the tests share, and what ``bench/`` and ``docs/`` may use too: the service's paths,
+decoders of its answers, ``assert_problem``, a real ``python -m service`` on a free port,
+and the app in process behind a plain ``httpx.Client``."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import anyio.from_thread
+import httpx
+import numpy as np
+import orjson
+from fastapi import FastAPI
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+TABLE: Final = "/v1/encodings/sinusoidal"
+APPLY: Final = TABLE + "/apply"
+HEATMAP: Final = TABLE + "/heatmap.png"
+SIMILARITY: Final = TABLE + "/similarity.png"
+PROBLEM: Final = "application/problem+json"
+NPY: Final = "application/x-npy"
+NPZ: Final = "application/x-npz"
+RAW: Final = "application/octet-stream"
+
+# Debian's chromium, for the browser test, the explorer's benchmark and docs/pictures.py.
+# Without the background-networking flags it keeps calling hosts this machine cannot reach.
+CHROMIUM: Final = os.environ.get("PE_CHROMIUM", "/usr/bin/chromium")
+FLAGS: Final = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# Limits small enough that tests can cross them cheaply.
+SMALL_LIMITS: Final = {
+    "max_elements": 100_000,
+    "max_json_elements": 1_000,
+    "cache_bytes": 200_000,
+    "max_body_bytes": 100_000,
+}
+SMALL: Final = {f"PE_{name.upper()}": str(value) for name, value in SMALL_LIMITS.items()}
+
+
+def table_url(path: str = TABLE, **params: object) -> str:
+    return path + "?" + "&".join(f"{k}={v}" for k, v in params.items())
+
+
+def load(response: httpx.Response) -> np.ndarray[Any, Any]:
+    """The array in a table or apply answer, in any of its formats."""
+    kind = response.headers["content-type"]
+    if kind == "application/json":
+        document = orjson.loads(response.content)
+        data = document.get("data", document.get("embeddings"))
+        return np.array(data, dtype=document["dtype"])
+    if kind == NPY:
+        return np.asarray(np.load(io.BytesIO(response.content), allow_pickle=False))
+    if kind == NPZ:
+        with np.load(io.BytesIO(response.content), allow_pickle=False) as archive:
+            return np.asarray(archive["embeddings"])
+    assert kind == RAW, kind
+    shape = tuple(int(n) for n in response.headers["x-shape"].split(","))
+    return np.frombuffer(
+        response.content, dtype="<" + np.dtype(response.headers["x-dtype"]).str[1:]
+    ).reshape(shape)
+
+
+def npy_bytes(array: np.ndarray[Any, Any]) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def npz_bytes(**arrays: np.ndarray[Any, Any]) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
+    return buffer.getvalue()
+
+
+def assert_problem(response: httpx.Response, status: int, *words: str) -> dict[str, Any]:
+    """``response`` is an RFC 9457 problem with ``status`` whose detail has ``words``."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    document: dict[str, Any] = response.json()
+    assert document["status"] == status
+    assert {"type", "title", "status", "detail"} <= document.keys()
+    for word in words:
+        assert word in document["detail"], document
+    return document
+
+
+def cache_stats(http: httpx.Client) -> dict[str, Any]:
+    stats: dict[str, Any] = http.get("/v1/cache").json()
+    return stats
+
+
+def rss_mib(pid: int) -> float:
+    """The resident memory of process ``pid``, in MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status)[1]) / 1024  # type: ignore[index]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    ready: str = "/healthz",
+    log_path: Path | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A real service process on a free loopback port: its base URL and the process. Its
+    output goes to ``log_path`` if given."""
+    port = free_port()
+    full_env = {**os.environ, "PE_HOST": "127.0.0.1", "PE_PORT": str(port), **(env or {})}
+    argv = command or [sys.executable, "-m", "service"]
+    with log_path.open("w+b") if log_path else tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(argv, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for(url + ready, process, log)
+            yield url, process
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextmanager
+def running(
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+    ready: str = "/healthz",
+    log_path: Path | None = None,
+) -> Iterator[str]:
+    """:func:`serving`, yielding the base URL only."""
+    with serving(env, command, ready, log_path) as (url, _):
+        yield url
+
+
+def _wait_for(url: str, process: subprocess.Popen[bytes], log: Any) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read().decode()}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"server did not answer {url} within 30 s")
+
+
+class _InProcess(httpx.BaseTransport):
+    """httpx's own ASGI transport, driven from synchronous code through a portal."""
+
+    def __init__(self, app: FastAPI, portal: anyio.from_thread.BlockingPortal, raise_errors: bool):
+        self._asgi = httpx.ASGITransport(app, raise_app_exceptions=raise_errors)
+        self._portal = portal
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        async def call() -> httpx.Response:
+            response = await self._asgi.handle_async_request(request)
+            assert isinstance(response.stream, httpx.AsyncByteStream)
+            body = b"".join([part async for part in response.stream])
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=httpx.ByteStream(body),
+                extensions=response.extensions,
+            )
+
+        return self._portal.call(call)
+
+
+@contextmanager
+def in_process(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.Client]:
+    """``app`` started (its lifespan runs) and an ``httpx.Client`` that talks to it in
+    process; with ``raise_errors`` an unexpected exception reaches the test."""
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(app.router.lifespan_context(app)),
+        httpx.Client(
+            transport=_InProcess(app, portal, raise_errors), base_url="http://testserver"
+        ) as http,
+    ):
+        yield http

@@ -1,0 +1,274 @@
+"""The explorer in a real browser: Debian's chromium, driven by Playwright, against a real
+``python -m service``. Every request the page makes to another host is refused and counted,
+so the page is shown to work offline. A screenshot is saved in ``artifacts/``."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+from playwright.sync_api import Browser, ConsoleMessage, Page, Request, Route, sync_playwright
+
+from tests.support import CHROMIUM, FLAGS, ROOT, TABLE, running
+
+pytestmark = pytest.mark.slow
+ARTIFACTS = ROOT / "artifacts"
+
+
+@dataclass
+class Visit:
+    """A page of the explorer, and what it asked of the network and printed as errors."""
+
+    page: Page
+    url: str
+    requests: list[str] = field(default_factory=list)
+    off_host: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def ready(self, params: str) -> None:
+        self.page.wait_for_selector(f'body[data-state="ready"][data-params="{params}"]')
+
+    def dataset(self, selector: str) -> dict[str, str]:
+        return self.page.eval_on_selector(selector, "e => ({...e.dataset})")  # type: ignore[no-any-return]
+
+    def plot(self, canvas: str) -> dict[str, float]:
+        """The canvas's plot area in page CSS pixels."""
+        return self.page.eval_on_selector(  # type: ignore[no-any-return]
+            f"#{canvas}",
+            """c => { const b = c.getBoundingClientRect(), r = c.ratio, p = c.plot;
+                      return {x: b.left + c.clientLeft + p.x / r, y: b.top + c.clientTop + p.y / r,
+                              w: p.w / r, h: p.h / r}; }""",
+        )
+
+    def hover(self, canvas: str, fx: float, fy: float) -> dict[str, str]:
+        """Move the mouse to a fraction of the plot area; the readout's data."""
+        area = self.plot(canvas)
+        self.page.mouse.move(area["x"] + fx * (area["w"] - 1), area["y"] + fy * (area["h"] - 1))
+        return self.dataset("#readout")
+
+    def distinct_colours(self, canvas: str) -> int:
+        return self.page.eval_on_selector(  # type: ignore[no-any-return]
+            f"#{canvas}",
+            """c => { const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+                      const seen = new Set();
+                      for (let i = 0; i < d.length; i += 4)
+                        seen.add((d[i] << 24) | (d[i + 1] << 16) | (d[i + 2] << 8) | d[i + 3]);
+                      return seen.size; }""",
+        )
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with running() as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (bash .ci/run does)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def visit(browser: Browser, url: str) -> Iterator[Visit]:
+    context = browser.new_context(
+        viewport={"width": 1200, "height": 1400},
+        permissions=["clipboard-read", "clipboard-write"],
+    )
+    page = context.new_page()
+    seen = Visit(page, url)
+    origin = urlsplit(url).netloc
+
+    def guard(route: Route, request: Request) -> None:
+        if urlsplit(request.url).netloc == origin:
+            seen.requests.append(request.url)
+            route.continue_()
+        else:
+            seen.off_host.append(request.url)
+            route.abort()
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            seen.errors.append(message.text)
+
+    context.route("**/*", guard)
+    page.on("console", console)
+    page.on("pageerror", lambda error: seen.errors.append(str(error)))
+    try:
+        yield seen
+    finally:
+        context.close()
+
+
+def api_value(http: httpx.Client, layout: str, position: int, dimension: int) -> np.float32:
+    document = http.get(
+        TABLE,
+        params={
+            "max_len": 2048,
+            "d_model": 512,
+            "layout": layout,
+            "start": position,
+            "stop": position + 1,
+            "dim_start": dimension,
+            "dim_stop": dimension + 1,
+        },
+    ).json()
+    return np.float32(document["data"][0][0])
+
+
+def test_the_explorer_draws_the_table_three_ways(visit: Visit, tmp_path: Path) -> None:
+    page = visit.page
+    page.goto(visit.url + "/")
+    visit.ready("100x512@10000:interleaved")
+    page.fill("#max_len", "2048")
+    page.select_option("#layout", "split")
+    page.click("button[type=submit]")
+    visit.ready("2048x512@10000:split")
+    table_requests = [u for u in visit.requests if urlsplit(u).path == TABLE]
+    assert table_requests, visit.requests
+    assert all("format=raw" in u for u in table_requests)  # binary, never JSON
+
+    # drawn: the plots have many colours, not one
+    assert visit.distinct_colours("heatmap") > 200
+    page.fill("#dims", "0, 1, 300")
+    page.wait_for_function("() => document.querySelectorAll('#legend span').length === 3")
+    assert visit.distinct_colours("waves") > 20
+    page.fill("#position", "700")
+    page.wait_for_function("() => document.getElementById('similarity').position === 700")
+    assert visit.distinct_colours("similarity") > 10
+
+    with httpx.Client(base_url=visit.url, timeout=30) as http:
+        # the heatmap's corners are the table's corners; every value shown is the API's
+        assert visit.hover("heatmap", 0, 0) | {"value": ""} == {
+            "view": "heatmap",
+            "position": "0",
+            "dimension": "0",
+            "value": "",
+        }
+        corner = visit.hover("heatmap", 1, 1)  # a pixel covers several of the 2048 rows
+        assert corner["dimension"] == "511"
+        assert 2040 <= int(corner["position"]) <= 2047
+        for fx, fy in [(0, 0), (1, 1), (0.5, 0.5), (0.13, 0.77), (0.91, 0.05), (0.6, 0.3)]:
+            shown = visit.hover("heatmap", fx, fy)
+            position, dimension = int(shown["position"]), int(shown["dimension"])
+            assert np.float32(shown["value"]) == api_value(http, "split", position, dimension)
+            assert f"position {position}" in page.text_content("#readout")  # type: ignore[operator]
+
+        waves = visit.hover("waves", 0.4, 0.5)
+        values = json.loads(waves["values"])
+        assert sorted(values) == ["0", "1", "300"]
+        for dimension, value in values.items():
+            expected = api_value(http, "split", int(waves["position"]), int(dimension))
+            assert np.float32(value) == expected
+
+        table = np.load(
+            io.BytesIO(
+                http.get(
+                    TABLE,
+                    params={"max_len": 2048, "d_model": 512, "layout": "split", "format": "npy"},
+                ).content
+            ),
+            allow_pickle=False,
+        ).astype(np.float64)
+        for fx in (0, 0.2, 0.3418, 0.75, 1):
+            shown = visit.hover("similarity", fx, 0.5)
+            assert shown["p"] == "700"
+            q = int(shown["position"])
+            np.testing.assert_allclose(float(shown["value"]), table[700] @ table[q], rtol=1e-9)
+
+        # the copied curl command fetches the table shown
+        page.click("#copy-curl")
+        copied = page.evaluate("navigator.clipboard.readText()")
+        assert copied == page.text_content("#curl")
+        assert copied.startswith("curl ")
+        assert shutil.which("curl"), "curl is needed to run the copied command"
+        subprocess.run(shlex.split(copied), cwd=tmp_path, check=True, capture_output=True)
+        fetched = np.load(tmp_path / "pe.npy", allow_pickle=False)
+        np.testing.assert_array_equal(fetched, table.astype(np.float32))
+
+        # the picture links work too
+        for link in ("#heatmap-png", "#similarity-png"):
+            href = page.get_attribute(link, "href")
+            assert href is not None
+            response = http.get(href)
+            assert response.headers["content-type"] == "image/png"
+            assert Image.open(io.BytesIO(response.content)).size == (800, 600)
+
+    visit.hover("heatmap", 0.55, 0.45)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "explorer.png"), full_page=True)
+    timing = visit.dataset("body")
+    print(f"2048x512: fetched in {timing['fetchMs']} ms, heatmap drawn in {timing['heatmapMs']} ms")
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+def test_the_explorer_restores_its_view_from_the_address(visit: Visit) -> None:
+    page = visit.page
+    page.goto(visit.url + "/?max_len=64&d_model=16&base=100&layout=split&dims=1,2,20&position=10")
+    visit.ready("64x16@100:split")
+    assert page.input_value("#base") == "100"
+    assert page.input_value("#layout") == "split"
+    assert page.eval_on_selector("#similarity", "c => c.position") == 10
+    assert page.locator("#legend span").count() == 2
+    assert "not in 0..15: 20" in page.text_content("#legend")  # type: ignore[operator]
+    corner = visit.hover("heatmap", 1, 1)
+    assert (corner["position"], corner["dimension"]) == ("63", "15")
+    page.fill("#d_model", "4")
+    page.press("#d_model", "Enter")
+    visit.ready("64x4@100:split")
+    assert "d_model=4" in page.url  # the address follows the view, so it can be shared
+    assert "not in 0..3: 20" in page.text_content("#legend")  # type: ignore[operator]
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+def test_the_explorer_shows_the_services_problems(visit: Visit) -> None:
+    page = visit.page
+    page.goto(visit.url + "/")
+    visit.ready("100x512@10000:interleaved")
+    page.fill("#d_model", "0")
+    page.click("button[type=submit]")
+    page.wait_for_selector('body[data-state="error"]')
+    assert "d_model" in page.text_content("#problem")  # type: ignore[operator]
+    assert page.is_visible("#problem")
+    page.fill("#d_model", "4")
+    page.fill("#max_len", "2000000")
+    page.click("button[type=submit]")
+    page.wait_for_function(
+        "() => document.getElementById('problem').textContent.includes('at most')"
+    )
+    page.fill("#max_len", "10")
+    page.click("button[type=submit]")
+    visit.ready("10x4@10000:interleaved")
+    assert not page.is_visible("#problem")
+    assert visit.off_host == []
+    # the browser reports the refused request itself; nothing else went wrong
+    assert all("422" in error for error in visit.errors), visit.errors
+
+
+def test_hovering_off_the_plot_hides_the_readout(visit: Visit) -> None:
+    page = visit.page
+    page.goto(visit.url + "/?max_len=32&d_model=8")
+    visit.ready("32x8@10000:interleaved")
+    visit.hover("heatmap", 0.5, 0.5)
+    assert page.is_visible("#readout")
+    area: Any = visit.plot("heatmap")
+    page.mouse.move(area["x"] - 20, area["y"] + 10)  # in the margin, left of the plot
+    assert not page.is_visible("#readout")

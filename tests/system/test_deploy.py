@@ -1,0 +1,163 @@
+"""What can be checked of the container setup without a Docker engine: the Dockerfile's
+lint, the compose file's schema and settings, and the image's install and start steps,
+run for real in a fresh virtual environment."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from service.settings import Settings
+from tests.support import ROOT, running
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """``(INSTRUCTION, arguments)`` pairs, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def test_hadolint_finds_nothing_above_info() -> None:
+    result = subprocess.run(
+        [str(BIN / "hadolint"), "--failure-threshold", "info", str(ROOT / "Dockerfile")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_compose_file_matches_the_compose_spec() -> None:
+    result = subprocess.run(
+        [
+            str(BIN / "check-jsonschema"),
+            "--builtin-schema",
+            "vendor.compose-spec",
+            str(ROOT / "docker-compose.yml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return document
+
+
+def test_compose_runs_the_service_on_port_8000(compose: dict[str, Any]) -> None:
+    service = compose["services"]["pe"]
+    assert "profiles" not in service  # `docker compose up` starts it
+    assert service["build"] == "."
+    assert service["ports"] == ["8000:8000"]
+    assert service["restart"] == "unless-stopped"
+    assert "/healthz" in " ".join(service["healthcheck"]["test"])
+
+
+def test_compose_settings_are_real_settings(compose: dict[str, Any]) -> None:
+    environment = compose["services"]["pe"]["environment"]
+    names = {f"PE_{name.upper()}" for name in Settings.model_fields}
+    assert set(environment) <= names
+    assert set(environment) >= names - {"PE_PRELOAD"}  # every setting in one place
+    Settings.model_validate({k.removeprefix("PE_").lower(): v for k, v in environment.items()})
+
+
+def test_the_scale_profile_puts_nginx_in_front_of_replicas(compose: dict[str, Any]) -> None:
+    replica, proxy = compose["services"]["replica"], compose["services"]["proxy"]
+    assert replica["profiles"] == proxy["profiles"] == ["scale"]
+    assert replica["deploy"]["replicas"] >= 2
+    source, target = proxy["volumes"][0].split(":")[:2]
+    assert (ROOT / source).resolve() == ROOT / "deploy" / "nginx.conf.template"
+    assert target.startswith("/etc/nginx/templates/")
+    template = (ROOT / source).read_text()
+    placeholders = set(re.findall(r"\$\{(\w+)\}", template))
+    assert placeholders == set(proxy["environment"])
+    assert "replica:8000" in proxy["environment"]["NGINX_UPSTREAMS"]
+
+
+def test_the_image_runs_the_console_script_as_a_non_root_user() -> None:
+    steps = dict(dockerfile_instructions()[::-1])  # the last of each instruction wins
+    assert json.loads(steps["CMD"]) == ["pe-service"]
+    assert steps["USER"] not in ("root", "0")
+    assert steps["EXPOSE"] == "8000"
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["pe-service"] == "service.__main__:main"  # what `python -m service` runs
+
+
+@pytest.fixture(scope="module")
+def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with the package installed by the Dockerfile's own
+    ``pip wheel`` and ``pip install`` steps (``/wheels`` becomes a temporary folder)."""
+    root = tmp_path_factory.mktemp("image")
+    wheels, venv = root / "wheels", root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip_steps = [
+        args for kind, args in dockerfile_instructions() if kind == "RUN" and "pip " in args
+    ]
+    assert len(pip_steps) == 2
+    for step in pip_steps:
+        command = step.split("&&")[0].strip().replace("/wheels", str(wheels))
+        assert command.startswith("pip ")
+        subprocess.run(
+            f"{venv / 'bin' / 'pip'} {command.removeprefix('pip ')}",
+            shell=True,
+            check=True,
+            cwd=ROOT,
+            capture_output=True,
+        )
+    return venv
+
+
+def test_the_images_install_and_start_steps_work(image_venv: Path) -> None:
+    steps = dict(dockerfile_instructions()[::-1])
+    command = [str(image_venv / "bin" / json.loads(steps["CMD"])[0])]
+    env = dict(re.findall(r"(\w+)=(\S+)", steps["ENV"]))
+    assert env["PE_HOST"] == "0.0.0.0"
+    healthcheck = json.loads(steps["HEALTHCHECK"].split(" CMD ", 1)[1])
+    assert healthcheck[0] == "python"
+    with running({"PE_HOST": "127.0.0.1"}, command=command) as url:
+        port = url.rsplit(":", 1)[1]
+        probe = subprocess.run(
+            [str(image_venv / "bin" / "python"), *healthcheck[1:]],
+            env={"PE_PORT": port},
+            capture_output=True,
+        )
+        assert probe.returncode == 0, probe.stderr
+        # the image has the plots extra: it draws pictures
+        picture = httpx.get(f"{url}/v1/encodings/sinusoidal/heatmap.png?max_len=8&d_model=8")
+        assert picture.status_code == 200
+        assert picture.headers["content-type"] == "image/png"
+    dead = subprocess.run(
+        [str(image_venv / "bin" / "python"), *healthcheck[1:]],
+        env={"PE_PORT": port},
+        capture_output=True,
+    )
+    assert dead.returncode != 0  # the health check fails when nothing answers
+
+
+def test_the_readme_installs_the_same_package_the_same_way() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert (
+        "python3 -m venv .venv && .venv/bin/pip install '.[plots]' && .venv/bin/python -m service"
+        in readme
+    )
+    assert "bash .ci/run" in readme

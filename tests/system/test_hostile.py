@@ -1,0 +1,139 @@
+"""Slow and hostile clients against a real server: they are refused or cut off, and they
+do not hold up anyone else."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from service.protocol import MAX_HEAD_BYTES, MAX_TARGET_BYTES
+from tests.support import running
+
+pytestmark = pytest.mark.slow
+
+TABLE = "/v1/encodings/sinusoidal"
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with running() as base:
+        yield base
+
+
+def connect(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def read_answer(sock: socket.socket) -> bytes:
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
+
+
+def trickle(sock: socket.socket, size: int) -> int:
+    """Send ``size`` bytes a kilobyte at a time until the server stops taking them."""
+    sent = 0
+    try:
+        while sent < size:
+            sock.sendall(b"a" * 1024)
+            sent += 1024
+            time.sleep(0.001)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return sent
+
+
+def test_a_huge_request_target_is_refused_with_414(url: str) -> None:
+    query = "max_len=4&d_model=4&" + "x" * (MAX_TARGET_BYTES + 10)
+    response = httpx.get(f"{url}{TABLE}?{query}")
+    assert response.status_code == 414
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["status"] == 414
+
+
+def test_a_huge_header_is_refused_with_431(url: str) -> None:
+    with connect(url) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        sent = trickle(sock, MAX_HEAD_BYTES * 4)
+        answer = read_answer(sock)
+    assert sent < MAX_HEAD_BYTES * 4  # the server closed the connection while we sent
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    assert b"application/problem+json" in answer
+
+
+def test_a_large_but_allowed_head_is_served(url: str) -> None:
+    headers = {f"x-h{i}": "v" * 100 for i in range(100)}  # 10 kB of headers
+    assert httpx.get(url + "/healthz", headers=headers).status_code == 200
+
+
+def test_slow_clients_do_not_block_others(url: str) -> None:
+    """Twenty connections trickle a request head a byte at a time; others are served."""
+    slow = [connect(url) for _ in range(20)]
+    try:
+        for sock in slow:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+        started = time.monotonic()
+        for i in range(20):
+            for sock in slow:
+                sock.sendall(b"s" if i % 2 else b"t")
+            response = httpx.get(f"{url}{TABLE}?max_len=8&d_model=8&format=npy", timeout=5)
+            assert response.status_code == 200
+        assert time.monotonic() - started < 20
+        for sock in slow:  # and the slow ones are served when they finish
+            sock.sendall(b": x\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")  # the status line comes first
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_a_slow_body_does_not_block_others(url: str) -> None:
+    with connect(url) as sock:
+        sock.sendall(
+            f"POST {TABLE}/apply HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-npy\r\n"
+            "Content-Length: 100000\r\n\r\n".encode()
+        )
+        for _ in range(10):
+            sock.sendall(b"\0" * 100)
+            assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+
+
+def test_an_idle_keep_alive_connection_is_closed(url: str) -> None:
+    with connect(url) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b'{"status":"ok"}'):
+            answer += sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200")
+        sock.settimeout(15)
+        started = time.monotonic()
+        assert sock.recv(65536) == b""  # closed by the server, not by us
+        assert time.monotonic() - started < 10  # uvicorn's keep-alive timeout is 5 s
+
+
+def test_clients_that_stop_reading_large_answers_are_cut_off() -> None:
+    """Large answers hold one of a few permits until sent. Clients that ask for one and then
+    never read are cut off after PE_SEND_TIMEOUT, so they cannot keep everyone else out."""
+    with running({"PE_SEND_TIMEOUT": "1"}) as base:
+        stalled = []
+        for i in range(4):  # more than the permits (one per core on this machine)
+            sock = connect(base)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            query = f"max_len=4096&d_model=1024&dtype=float64&base={3 + i}&format=npy"
+            sock.sendall(f"GET {TABLE}?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            stalled.append(sock)
+        try:
+            time.sleep(0.5)
+            query = "max_len=4096&d_model=1024&dtype=float64&base=99&format=npy"
+            response = httpx.get(f"{base}{TABLE}?{query}", timeout=30)
+            assert response.status_code == 200
+            assert len(response.content) > 4096 * 1024 * 8
+        finally:
+            for sock in stalled:
+                sock.close()

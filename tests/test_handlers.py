@@ -1,0 +1,164 @@
+"""The transport-free pipelines: what a table request or an apply computes (only the rows
+it needs, through the cache or on their own), its limits, its content coding."""
+
+from __future__ import annotations
+
+import gzip
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+
+from service import codecs, handlers
+from service.encodings.sinusoidal import SinusoidalKey
+from service.errors import LimitExceeded
+from service.limits import Limits
+from service.settings import Settings
+from service.web.responses import table_etag
+from tests.support import APPLY, TABLE, cache_stats, npy_bytes, npz_bytes, table_url
+
+NPY = {"content-type": "application/x-npy"}
+NPZ = {"content-type": "application/x-npz"}
+
+
+def test_a_block_is_large_by_the_rows_it_computes() -> None:
+    wide = SinusoidalKey(4096, dtype="float64")  # 32 KiB a row
+    assert handlers.Block(wide, 0, 257, 0, 1).large  # over 8 MiB of rows, one column returned
+    assert not handlers.Block(wide, 0, 256, 0, 4096).large
+
+
+@pytest.mark.parametrize(
+    ("block", "fmt", "setting"),
+    [
+        pytest.param(
+            handlers.Block(SinusoidalKey(10), 0, 11, 0, 10), "npy", "PE_MAX_ELEMENTS", id="rows"
+        ),
+        pytest.param(
+            handlers.Block(SinusoidalKey(2), 99, 100, 0, 2), "npy", "PE_MAX_POSITION", id="position"
+        ),
+        pytest.param(
+            handlers.Block(SinusoidalKey(10), 0, 10, 0, 10),
+            "json",
+            "PE_MAX_JSON_ELEMENTS",
+            id="json",
+        ),
+    ],
+)
+def test_table_limits(block: handlers.Block, fmt: codecs.types.Format, setting: str) -> None:
+    limits = Limits.of(Settings(max_elements=100, max_position=98, max_json_elements=99))
+    with pytest.raises(LimitExceeded) as caught:
+        handlers.check_table(limits, block, fmt, "d_model")
+    assert caught.value.extensions["setting"] == setting
+
+
+def test_the_etag_follows_the_fields_format_and_coding() -> None:
+    fields = {"max_len": 4, "d_model": 4}
+    tags = {
+        table_etag(fields, "json", False),
+        table_etag(fields, "json", True),
+        table_etag(fields, "npy", False),
+        table_etag({**fields, "max_len": 5}, "json", False),
+    }
+    assert len(tags) == 4
+    assert table_etag(dict(reversed(fields.items())), "json", False) in tags
+
+
+def test_a_far_slice_keeps_one_page(api: httpx.Client) -> None:
+    """Ten float64 rows at 999,990 of a d_model=64 table: one 512-row page, not a million rows."""
+    before = cache_stats(api)
+    url = table_url(
+        max_len=1_000_000, d_model=64, base=64.5, start=999_990, dtype="float64", format="npy"
+    )
+    assert api.get(url).status_code == 200
+    after = cache_stats(api)
+    assert after["misses"] == before["misses"] + 1
+    table = next(t for t in after["tables"] if t["key"]["base"] == 64.5)
+    assert (table["pages"], table["page_rows"], table["bytes"]) == (1, 512, 512 * 64 * 8)
+
+
+@pytest.mark.parametrize(
+    ("ids", "pages", "base"),
+    [
+        pytest.param([8_000_000], 1, 48.1, id="one-far-id-its-page"),
+        pytest.param([0, 1_000_000, 2_000_000], 0, 48.2, id="scattered-computed-alone"),
+        pytest.param([0, 3, 2_000_000_000], 0, 48.3, id="near-and-far-computed-alone"),
+        pytest.param([5, 3, 3, 9, 0, 1], 1, 48.4, id="dense-through-the-cache"),
+        pytest.param([8000, 8001, 8003, 8002], 1, 48.5, id="dense-far-through-the-cache"),
+    ],
+)
+def test_scattered_positions_cost_only_their_rows(
+    api: httpx.Client, ids: list[int], pages: int, base: float
+) -> None:
+    """Positions whose span is dense read the pages they touch; sparse ones are computed
+    on their own, neither through the rows between them nor kept. (Each case has a table
+    of its own on the shared server.)"""
+    x = np.ones((len(ids), 48), np.float32)
+    before = cache_stats(api)
+    body = npz_bytes(embeddings=x, position_ids=np.array(ids))
+    response = api.post(f"{APPLY}?base={base}", content=body, headers=NPZ)
+    assert response.status_code == 200, response.text
+    after = cache_stats(api)
+    assert after["misses"] == before["misses"] + pages
+    held = [t for t in after["tables"] if t["key"]["base"] == base]
+    assert sum(t["pages"] for t in held) == pages
+
+
+def test_an_offset_apply_reads_the_pages_of_its_rows(api: httpx.Client) -> None:
+    before = cache_stats(api)
+    response = api.post(
+        APPLY + "?offset=20000&base=40.5",
+        content=npy_bytes(np.ones((2, 4096), np.float32)),
+        headers=NPY,
+    )
+    assert response.status_code == 200
+    after = cache_stats(api)
+    assert after["misses"] == before["misses"] + 1
+    table = next(t for t in after["tables"] if t["key"]["base"] == 40.5)
+    assert table["bytes"] <= 256 << 10
+
+
+@pytest.mark.parametrize("accept_encoding", ["gzip", "gzip, deflate, br", "*"])
+def test_json_is_gzipped_when_the_client_accepts_it(
+    api: httpx.Client, accept_encoding: str
+) -> None:
+    url = TABLE + "?max_len=64&d_model=32&format=json"
+    plain = api.get(url, headers={"accept-encoding": "identity"})
+    packed = api.get(url, headers={"accept-encoding": accept_encoding})
+    assert "content-encoding" not in plain.headers
+    assert packed.headers["content-encoding"] == "gzip"
+    assert packed.num_bytes_downloaded < plain.num_bytes_downloaded / 2
+    assert packed.content == plain.content  # the client inflates it
+    assert packed.headers["etag"] != plain.headers["etag"]  # another representation
+    assert "Accept-Encoding" in packed.headers["vary"]
+    again = api.get(
+        url, headers={"accept-encoding": "gzip", "if-none-match": packed.headers["etag"]}
+    )
+    assert again.status_code == 304
+
+
+@pytest.mark.parametrize("fmt", ["npy", "raw"])
+def test_binary_is_never_gzipped(api: httpx.Client, fmt: str) -> None:
+    response = api.get(
+        f"{TABLE}?max_len=64&d_model=32&format={fmt}", headers={"accept-encoding": "gzip"}
+    )
+    assert "content-encoding" not in response.headers
+
+
+def test_apply_json_is_gzipped_too(api: httpx.Client) -> None:
+    body = orjson.dumps({"embeddings": np.zeros((16, 16)).tolist()})
+    headers = {"content-type": "application/json", "accept-encoding": "gzip"}
+    response = api.post(TABLE + "/apply", content=body, headers=headers)
+    assert response.headers["content-encoding"] == "gzip"
+    assert response.json()["shape"] == [16, 16]
+
+
+def test_small_json_is_not_worth_gzipping(api: httpx.Client) -> None:
+    response = api.get(TABLE + "?max_len=2&d_model=2", headers={"accept-encoding": "gzip"})
+    assert "content-encoding" not in response.headers
+
+
+def test_gzipped_bytes_are_a_real_gzip_stream() -> None:
+    headers, body = codecs.gzip(({"content-type": "application/json"}, b"[1.0]" * 100))
+    assert headers["content-encoding"] == "gzip"
+    assert gzip.decompress(body) == b"[1.0]" * 100

@@ -1,0 +1,73 @@
+"""``PE_PRELOAD``: parsed once into family keys, checked against the limits, computed
+before the service says it is ready."""
+
+from __future__ import annotations
+
+import pytest
+
+from service import preload
+from service.app import create_app
+from service.encodings.sinusoidal import SinusoidalKey
+from service.limits import Limits
+from service.settings import Settings
+
+
+@pytest.mark.parametrize(
+    ("text", "tables"),
+    [
+        pytest.param("", [], id="empty"),
+        pytest.param("512x512", [preload.Preload(SinusoidalKey(512), 512)], id="one"),
+        pytest.param(
+            "512x512, 2048x1024@10000:split:float64",
+            [
+                preload.Preload(SinusoidalKey(512), 512),
+                preload.Preload(SinusoidalKey(1024, 10000.0, "split", "float64"), 2048),
+            ],
+            id="two",
+        ),
+        pytest.param(
+            "4x5:float16:split",
+            [preload.Preload(SinusoidalKey(5, 10000.0, "split", "float16"), 4)],
+            id="any-order",
+        ),
+    ],
+)
+def test_preload_syntax(text: str, tables: list[preload.Preload]) -> None:
+    assert preload.parse(text) == tables
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("4x5:float16@", id="bad-order"),
+        pytest.param("4x5@1", id="base-one"),
+        pytest.param("4x5@inf", id="base-inf"),
+        pytest.param("4x5@ten", id="base-text"),
+        pytest.param("4x5:int8", id="bad-dtype"),
+        pytest.param("4x5:split:interleaved", id="two-layouts"),
+        pytest.param("0x5", id="zero-rows"),
+        pytest.param("4x0", id="zero-width"),
+        pytest.param("4by5", id="syntax"),
+    ],
+)
+def test_bad_preloads_name_the_setting_and_the_item(text: str) -> None:
+    with pytest.raises(ValueError, match="PE_PRELOAD") as caught:
+        preload.parse(text)
+    assert text.split(":")[0].split("@")[0] in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        pytest.param("2000x1000", "PE_MAX_ELEMENTS", id="elements"),
+        pytest.param("4294967296x1", "PE_MAX_POSITION", id="position"),
+    ],
+)
+def test_a_preload_over_the_limits_stops_start_up(text: str, setting: str) -> None:
+    settings = Settings(
+        preload=text, max_elements=1 << 20 if setting == "PE_MAX_ELEMENTS" else 1 << 40
+    )
+    with pytest.raises(ValueError, match=setting):
+        preload.check(preload.parse(text), Limits.of(settings))
+    with pytest.raises(ValueError, match=setting):
+        create_app(settings)
