@@ -40,13 +40,15 @@ _DENSE_SPAN: Final = 4
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """Rows ``start .. stop-1`` and columns ``dim_start .. dim_stop-1`` of ``key``'s table."""
+    """Rows ``start .. stop-1`` and columns ``dim_start .. dim_stop-1`` of ``key``'s table
+    of ``max_len`` rows (positions ``0 .. max_len-1``)."""
 
     key: Key
     start: int
     stop: int
     dim_start: int
     dim_stop: int
+    max_len: int
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -71,7 +73,7 @@ def check_table(limits: Limits, block: Block, fmt: Format, width_name: str) -> N
     """The limits a table request must be within, before anything is computed."""
     rows, cols = block.shape
     limits.rows(rows, block.key.width, f"rows × {width_name}")
-    limits.last_position(block.stop - 1, "the table's last position (max_len - 1)")
+    limits.last_position(block.max_len - 1, "the table's last position (max_len - 1)")
     if fmt == "json":
         limits.json_answer(rows * cols)
 
@@ -215,10 +217,12 @@ def _rows_for(
         )
     limits.last_position(last)
     span = last - first + 1
-    if positions is None or span <= _DENSE_SPAN * len(unique) + cache.page_rows(key):
-        limits.rows(span, key.width, "rows the positions span × width")
-        table = joined(cache.rows(key, first, last + 1))
-        index = None if positions is None else (positions - first).astype(np.intp)
-        return table, index
+    if positions is None:
+        limits.rows(span, key.width, "rows × width")
+        return joined(cache.rows(key, first, last + 1)), None
+    dense = span <= _DENSE_SPAN * len(unique) + cache.page_rows(key)
+    if dense and limits.allow_rows(span, key.width):
+        index = (positions - first).astype(np.intp)
+        return joined(cache.rows(key, first, last + 1)), index
     limits.rows(len(unique), key.width, "distinct positions × width")
     return registry.take(key, unique), inverse.reshape(positions.shape).astype(np.intp)

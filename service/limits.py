@@ -35,6 +35,10 @@ class Limits:
         """What a request computes: ``rows`` rows of ``width`` columns."""
         self.elements.check(f"the elements computed ({what})", rows * width)
 
+    def allow_rows(self, rows: int, width: int) -> bool:
+        """Whether :meth:`rows` would let ``rows`` rows of ``width`` columns through."""
+        return rows * width <= self.elements.value
+
     def last_position(self, position: int, what: str = "the largest position") -> None:
         """Positions go up to ``PE_MAX_POSITION``."""
         self.position.check(what, position)

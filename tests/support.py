@@ -127,14 +127,17 @@ def serving(
     command: list[str] | None = None,
     ready: str = "/healthz",
     log_path: Path | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A real service process on a free loopback port: its base URL and the process. Its
-    output goes to ``log_path`` if given."""
+    output goes to ``log_path`` if given; ``cwd`` (another checkout) runs its code instead."""
     port = free_port()
     full_env = {**os.environ, "PE_HOST": "127.0.0.1", "PE_PORT": str(port), **(env or {})}
     argv = command or [sys.executable, "-m", "service"]
     with log_path.open("w+b") if log_path else tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(argv, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            argv, env=full_env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             _wait_for(url + ready, process, log)

@@ -11,12 +11,13 @@ import orjson
 import pytest
 
 from service import codecs, handlers
+from service.app import create_app
 from service.encodings.sinusoidal import SinusoidalKey
 from service.errors import LimitExceeded
 from service.limits import Limits
 from service.settings import Settings
 from service.web.responses import table_etag
-from tests.support import APPLY, TABLE, cache_stats, npy_bytes, npz_bytes, table_url
+from tests.support import APPLY, TABLE, cache_stats, in_process, npy_bytes, npz_bytes, table_url
 
 NPY = {"content-type": "application/x-npy"}
 NPZ = {"content-type": "application/x-npz"}
@@ -24,21 +25,24 @@ NPZ = {"content-type": "application/x-npz"}
 
 def test_a_block_is_large_by_the_rows_it_computes() -> None:
     wide = SinusoidalKey(4096, dtype="float64")  # 32 KiB a row
-    assert handlers.Block(wide, 0, 257, 0, 1).large  # over 8 MiB of rows, one column returned
-    assert not handlers.Block(wide, 0, 256, 0, 4096).large
+    assert handlers.Block(wide, 0, 257, 0, 1, 257).large  # over 8 MiB of rows, one column returned
+    assert not handlers.Block(wide, 0, 256, 0, 4096, 256).large
 
 
 @pytest.mark.parametrize(
     ("block", "fmt", "setting"),
     [
         pytest.param(
-            handlers.Block(SinusoidalKey(10), 0, 11, 0, 10), "npy", "PE_MAX_ELEMENTS", id="rows"
+            handlers.Block(SinusoidalKey(10), 0, 11, 0, 10, 11), "npy", "PE_MAX_ELEMENTS", id="rows"
         ),
         pytest.param(
-            handlers.Block(SinusoidalKey(2), 99, 100, 0, 2), "npy", "PE_MAX_POSITION", id="position"
+            handlers.Block(SinusoidalKey(2), 0, 1, 0, 2, 100),
+            "npy",
+            "PE_MAX_POSITION",
+            id="position",
         ),
         pytest.param(
-            handlers.Block(SinusoidalKey(10), 0, 10, 0, 10),
+            handlers.Block(SinusoidalKey(10), 0, 10, 0, 10, 10),
             "json",
             "PE_MAX_JSON_ELEMENTS",
             id="json",
@@ -102,6 +106,19 @@ def test_scattered_positions_cost_only_their_rows(
     assert after["misses"] == before["misses"] + pages
     held = [t for t in after["tables"] if t["key"]["base"] == base]
     assert sum(t["pages"] for t in held) == pages
+
+
+def test_dense_ids_over_the_element_limit_are_computed_on_their_own() -> None:
+    """Ids whose span is dense but too long to compute are taken one by one instead: the
+    request is refused only if its distinct positions themselves are over the limit."""
+    x = np.ones((4000, 8), np.float32)
+    with in_process(create_app(Settings(max_elements=100_000))) as http:
+        for stride, status in [(4, 200), (5, 200), (1, 200)]:
+            body = npz_bytes(embeddings=x, position_ids=np.arange(4000) * stride)
+            assert http.post(APPLY, content=body, headers=NPZ).status_code == status
+        wide = npz_bytes(embeddings=np.ones((4000, 30), np.float32), position_ids=np.arange(4000))
+        document = http.post(APPLY, content=wide, headers=NPZ).json()
+    assert (document["status"], document["setting"]) == (422, "PE_MAX_ELEMENTS")
 
 
 def test_an_offset_apply_reads_the_pages_of_its_rows(api: httpx.Client) -> None:

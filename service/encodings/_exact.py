@@ -47,14 +47,13 @@ def split(x: Float64Array) -> tuple[Float64Array, Float64Array]:
 
 
 def dd_mul(
-    a_hi: Float64Array, a_lo: Float64Array, b_hi: float, b_lo: float
+    a_hi: Float64Array, a_lo: Float64Array, b_hi: Float64Array | float, b_lo: Float64Array | float
 ) -> tuple[Float64Array, Float64Array]:
-    """Double-double product ``(a_hi + a_lo) * (b_hi + b_lo)``, relative error ~2^-104."""
+    """Double-double product ``(a_hi + a_lo) * (b_hi + b_lo)`` (arrays broadcast), relative
+    error ~2^-104."""
     p = a_hi * b_hi
     ah, al = split(a_hi)
-    bh = _SPLITTER * b_hi
-    bh -= bh - b_hi
-    bl = b_hi - bh
+    bh, bl = split(np.asarray(b_hi))
     e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
     e += a_hi * b_lo + a_lo * b_hi
     hi = p + e
@@ -72,14 +71,34 @@ def inverse_powers(base: float, denominator: int, count: int) -> tuple[Float64Ar
     (``denominator = d_model``) and of rotary embeddings (the rotary dimension).
 
     ``base^(-2i/d) = r^i`` with ``r = base^(-2/d)``, so only the powers ``r^(2^k)`` are
-    computed in decimal arithmetic and the rest by vectorized double-double products.
+    computed in decimal arithmetic. With ``i = a * 2^m + b``, ``r^i`` is ``r^(a 2^m) r^b``:
+    the two short lists of powers come from products over the bits of ``a`` and ``b``, and
+    every frequency from one more product, in chunks (any width costs memory in proportion).
     """
+    bits = max(count - 1, 0).bit_length()
+    squarings = _squarings(base, denominator, bits)
+    low_bits = (bits + 1) // 2
+    low_hi, low_lo = _bit_powers(squarings[:low_bits], 1 << low_bits)
+    high_hi, high_lo = _bit_powers(squarings[low_bits:], -(-count >> low_bits))
+    hi = np.empty((len(high_hi), len(low_hi)))
+    lo = np.empty_like(hi)
+    step = max(1, CHUNK_ELEMENTS // len(low_hi))
+    for a in range(0, len(high_hi), step):
+        rows = slice(a, a + step)
+        hi[rows], lo[rows] = dd_mul(
+            high_hi[rows, None], high_lo[rows, None], low_hi[None, :], low_lo[None, :]
+        )
+    return hi.ravel()[:count], lo.ravel()[:count]
+
+
+def _bit_powers(
+    squarings: tuple[tuple[float, float], ...], count: int
+) -> tuple[Float64Array, Float64Array]:
+    """``prod(squarings[k] for each set bit k of i)`` for ``i < count``."""
     index = np.arange(count)
     hi = np.ones(count)
     lo = np.zeros(count)
-    for bit, (r_hi, r_lo) in enumerate(
-        _squarings(base, denominator, max(count - 1, 0).bit_length())
-    ):
+    for bit, (r_hi, r_lo) in enumerate(squarings):
         use = (index >> bit) & 1 == 1
         hi[use], lo[use] = dd_mul(hi[use], lo[use], r_hi, r_lo)
     return hi, lo
@@ -145,24 +164,31 @@ def fill(start: int, w_hi: Float64Array, w_lo: Float64Array, targets: Sequence[T
 
 
 def take(
-    positions: NDArray[np.integer], w_hi: Float64Array, w_lo: Float64Array
-) -> tuple[Float64Array, Float64Array]:
-    """The sines and cosines of the given positions, in float64, with the same bits that
-    :func:`fill` writes for them: the rows of scattered positions, without the rows between."""
-    pairs = w_hi.shape[0]
+    positions: NDArray[np.integer], w_hi: Float64Array, w_lo: Float64Array, target: Target
+) -> None:
+    """Write the sines and cosines of ``positions`` (rows in the order given) into
+    ``target`` with the same bits that :func:`fill` writes for them: the rows of scattered
+    positions, without the rows between, in chunks (memory in proportion to the target)."""
+    sines, cosines = target
     pos = np.asarray(positions, dtype=np.int64)
-    if pairs > _BLOCKED_PAIRS:
-        return sincos(pos.astype(np.float64), w_hi, w_lo)
-    blocks, block_of = np.unique(pos // BLOCK, return_inverse=True)
-    offsets, offset_of = np.unique(pos % BLOCK, return_inverse=True)
-    s_b, c_b = sincos((blocks * BLOCK).astype(np.float64), w_hi, w_lo)
-    s_q, c_q = sincos(offsets.astype(np.float64), w_hi, w_lo)
-    s_b, c_b, s_q, c_q = s_b[block_of], c_b[block_of], s_q[offset_of], c_q[offset_of]
-    sin = c_q * s_b
-    sin += s_q * c_b
-    cos = c_q * c_b
-    cos -= s_q * s_b
-    return sin, cos
+    blocked = w_hi.shape[0] <= _BLOCKED_PAIRS
+    # the offsets within a block, once for every chunk (as fill computes them)
+    s_q, c_q = sincos(np.arange(BLOCK, dtype=np.float64), w_hi, w_lo) if blocked else (w_hi, w_lo)
+    rows = max(1, CHUNK_ELEMENTS // w_hi.shape[0])
+    for first in range(0, len(pos), rows):
+        part = pos[first : first + rows]
+        if blocked:
+            blocks, block_of = np.unique(part // BLOCK, return_inverse=True)
+            s_b, c_b = sincos((blocks * BLOCK).astype(np.float64), w_hi, w_lo)
+            s_b, c_b, q = s_b[block_of], c_b[block_of], part % BLOCK
+            s = c_q[q] * s_b
+            s += s_q[q] * c_b
+            c = c_q[q] * c_b
+            c -= s_q[q] * s_b
+        else:
+            s, c = sincos(part.astype(np.float64), w_hi, w_lo)
+        sines[first : first + len(part)] = s
+        cosines[first : first + len(part)] = c[:, : cosines.shape[1]]
 
 
 class _Writer:

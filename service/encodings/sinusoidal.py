@@ -79,11 +79,8 @@ def fill(key: SinusoidalKey, start: int, out: Sequence[Rows]) -> None:
 def take(key: SinusoidalKey, positions: NDArray[np.int64]) -> Rows:
     """The rows at ``positions``, bit-identical to those rows of the whole table."""
     w_hi, w_lo = frequencies(key)
-    sin, cos = _exact.take(positions, w_hi, w_lo)
     out = np.empty((len(positions), key.d_model), dtype=key.dtype)
-    sines, cosines = _columns(key, out)
-    sines[...] = sin
-    cosines[...] = cos[:, : cosines.shape[1]]
+    _exact.take(positions, w_hi, w_lo, _columns(key, out))
     return out
 
 

@@ -44,7 +44,7 @@ async def _picture(
     """The picture ``draw`` makes from ``rows`` rows, once its limits are checked; 304 for
     a current tag."""
     runtime.limits.rows(rows, query.d_model, "rows × d_model")
-    runtime.limits.last_position(query.row_stop - 1, "the table's last position (max_len - 1)")
+    runtime.limits.last_position(query.max_len - 1, "the table's last position (max_len - 1)")
     runtime.limits.picture(query.width, query.height)
     plots.require()
     etag = fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())
@@ -73,7 +73,7 @@ async def get_heatmap(
 ) -> Response:
     """A table, or a block of it, as a PNG heatmap: positions down, dimensions across."""
     block = handlers.Block(
-        query.key(), query.start, query.row_stop, query.dim_start, query.col_stop
+        query.key(), query.start, query.row_stop, query.dim_start, query.col_stop, query.max_len
     )
 
     async def draw() -> bytes:

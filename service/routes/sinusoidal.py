@@ -42,7 +42,7 @@ async def get_table(
 ) -> Response:
     """A sinusoidal positional-encoding table, or a block of it."""
     block = handlers.Block(
-        query.key(), query.start, query.row_stop, query.dim_start, query.col_stop
+        query.key(), query.start, query.row_stop, query.dim_start, query.col_stop, query.max_len
     )
     return await table_response(request, runtime, block, query.describe(), query.format, "d_model")
 

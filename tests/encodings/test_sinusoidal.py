@@ -241,6 +241,13 @@ def test_rows_at_scattered_positions_are_those_of_the_table(d_model: int, dtype:
     assert np.array_equal(registry.take(key, positions), whole[positions])
 
 
+def test_many_scattered_positions_are_taken_in_chunks_with_the_same_bits() -> None:
+    key = SinusoidalKey(9, 10000.0, "split", "float32")
+    whole = registry.rows(key, 0, 50_000)
+    positions = np.random.default_rng(3).integers(0, 50_000, 120_000)  # many chunks
+    assert np.array_equal(registry.take(key, positions), whole[positions])
+
+
 def test_a_far_row_taken_alone_is_the_row_of_its_table() -> None:
     key = SinusoidalKey(96, 10000.0, "interleaved", "float64")
     far = 8_000_000 + 37

@@ -269,6 +269,10 @@ def test_positions_are_bounded_by_pe_max_position(api: httpx.Client) -> None:
         2**31,
     )
     assert api.get(table_url(max_len=2**31, d_model=4, start=2**31 - 4)).status_code == 200
+    # the table's length, not only the rows asked for: max_len - 1 is its last position
+    document = assert_problem(api.get(table_url(max_len=2**40, d_model=8, stop=2)), 422)
+    assert (document["setting"], document["requested"]) == ("PE_MAX_POSITION", 2**40 - 1)
+    assert "max_len - 1" in document["detail"]
 
 
 def test_a_far_slice_is_the_same_block_as_near_it(api: httpx.Client) -> None:
