@@ -3,13 +3,14 @@ budget (the replayed answers).
 
 A table's rows depend on its family key and their position only, so the cache keeps
 **pages**: the rows ``page * R .. page * R + R - 1`` of a key's table, where ``R`` is the
-largest power of two whose rows fit in a page (at least one row). A page is at most
-:data:`PAGE_BYTES`, and at most a sixteenth of the budget, so a small budget still holds
-several pages. A request for
-rows ``start .. stop`` computes only the pages it touches that are missing, consecutive
-missing pages in one computation, and each page is computed once however many requests
-miss it at the same time (single flight). A request whose pages would not fit in the whole
-budget is computed for its rows alone and not kept (counted as ``uncached``).
+largest power of two whose rows fit in :data:`PAGE_BYTES` (or in a sixteenth of the budget
+if that is less, so a small budget still holds several pages), and at least one row however
+wide. A request for rows ``start .. stop`` computes only the pages it touches that are
+missing, consecutive missing pages in one computation, and each page is computed once
+however many requests miss it at the same time (single flight: if that computation fails,
+the requests waiting for it fail with it, and later ones compute again). A request whose
+pages would not fit in the whole budget is computed for its rows alone and not kept
+(counted as ``uncached``).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ Fill = Callable[[Key, int, Sequence[Rows]], None]
 
 @dataclass(frozen=True, slots=True)
 class _PageKey:
-    key: Hashable
+    key: Key
     page: int
 
 
 @dataclass(frozen=True, slots=True)
 class _SpanKey:
-    key: Hashable
+    key: Key
     start: int
     stop: int
 
@@ -49,12 +50,28 @@ class _Entry:
     table: Key | None  # the family key of a page; None for any other value
 
 
+class ComputationFailed(RuntimeError):
+    """The computation a request waited for failed; its error is the cause. Requests that
+    come later compute again."""
+
+
 @dataclass(slots=True)
 class _Flight:
-    """One computation in progress; the requests that need its result wait for it."""
+    """One computation in progress; the requests that need its result wait for it, and
+    share its failure rather than each repeating it."""
 
     done: threading.Event = field(default_factory=threading.Event)
     result: Rows | None = None
+    error: BaseException | None = None
+
+    def outcome(self) -> Rows:
+        """The result, once done; :class:`ComputationFailed` if the computation failed."""
+        self.done.wait()
+        if self.result is None:
+            raise ComputationFailed("the computation this request waited for failed") from (
+                self.error
+            )
+        return self.result
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,13 +144,10 @@ class Cache:
         if (last - first + 1) * size * registry.row_bytes(key) > self.budget_bytes:
             return [self._uncached_rows(key, start, stop)]
         have: dict[int, Rows] = {}
-        while len(have) < last - first + 1:
-            mine, theirs = self._claim(key, range(first, last + 1), have)
-            self._compute(key, size, mine, have)
-            for page, flight in theirs:
-                flight.done.wait()
-                if flight.result is not None:  # else it failed: claim it again
-                    have[page] = flight.result
+        mine, theirs = self._claim(key, range(first, last + 1), have)
+        self._compute(key, size, mine, have)
+        for page, flight in theirs:
+            have[page] = flight.outcome()
         return _blocks(have, size, start, stop)
 
     def _claim(
@@ -179,31 +193,35 @@ class Cache:
                         self._store(_PageKey(key, page), _Entry(array, array.nbytes, key))
                         flight.result = have[page] = array
                         self._land(_PageKey(key, page), flight)
-        finally:  # on failure the waiters find no result and compute it themselves
+        except BaseException as error:  # the waiters share it; later requests compute again
             with self._lock:
                 for page, flight in mine:
                     if flight.result is None:
+                        flight.error = error
                         self._land(_PageKey(key, page), flight)
+            raise
 
     def _uncached_rows(self, key: Key, start: int, stop: int) -> Rows:
         """Rows too many to keep: computed once for everyone asking at the same time."""
         name = _SpanKey(key, start, stop)
-        while True:
-            with self._lock:
-                flight = self._flights.get(name)
-                if flight is None:
-                    flight = self._flights[name] = _Flight()
-                    self._uncached += 1
-                    break
-            flight.done.wait()
-            if flight.result is not None:
-                return flight.result
+        with self._lock:
+            flight = self._flights.get(name)
+            if flight is not None:
+                theirs = flight
+            else:
+                theirs, flight = None, self._flights.setdefault(name, _Flight())
+                self._uncached += 1
+        if theirs is not None:
+            return theirs.outcome()
         try:
             out = np.empty((stop - start, key.width), dtype=key.dtype)
             self._fill(key, start, [out])
             out.flags.writeable = False
             flight.result = out
             return out
+        except BaseException as error:
+            flight.error = error
+            raise
         finally:
             with self._lock:
                 self._land(name, flight)

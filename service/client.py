@@ -48,7 +48,7 @@ def _table_request(
     """The path and query parameters of a table of ``key``: its fields are the parameters."""
     params: dict[str, Any] = {
         name: repr(value) if isinstance(value, float) else value
-        for name, value in dataclasses.asdict(key).items()  # type: ignore[call-overload]
+        for name, value in dataclasses.asdict(key).items()
     }
     params.update(max_len=max_len, start=start, dim_start=dim_start, format="npy")
     if stop is not None:

@@ -7,7 +7,7 @@ toolkit's business."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -69,11 +69,16 @@ class Answer:
     release: Callable[[], None] | None = None
 
 
+def check_rows(limits: Limits, rows: int, width: int, max_len: int, width_name: str) -> None:
+    """The limits on ``rows`` rows of ``width`` columns of a table of ``max_len`` rows."""
+    limits.rows(rows, width, f"rows × {width_name}")
+    limits.last_position(max_len - 1, "the table's last position (max_len - 1)")
+
+
 def check_table(limits: Limits, block: Block, fmt: Format, width_name: str) -> None:
     """The limits a table request must be within, before anything is computed."""
     rows, cols = block.shape
-    limits.rows(rows, block.key.width, f"rows × {width_name}")
-    limits.last_position(block.max_len - 1, "the table's last position (max_len - 1)")
+    check_rows(limits, rows, block.key.width, block.max_len, width_name)
     if fmt == "json":
         limits.json_answer(rows * cols)
 
@@ -85,11 +90,6 @@ async def rows(runtime: Runtime, key: Key, start: int, stop: int) -> Parts:
     if parts is None:
         parts = await runtime.offload(runtime.cache.rows, key, start, stop)
     return parts
-
-
-def joined(parts: Parts) -> Rows:
-    """Consecutive blocks of rows as one array (the block itself when there is one)."""
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 @asynccontextmanager
@@ -144,7 +144,7 @@ class Kernel(Protocol):
     def __call__(
         self,
         embeddings: NDArray[Any],
-        table: Rows,
+        table: Sequence[Rows],
         index: NDArray[np.intp] | None,
         *,
         in_place: bool,
@@ -175,9 +175,9 @@ def apply(runtime: Runtime, body: bytearray, request: Apply) -> Answer:
     if request.fmt == "json":
         limits.json_answer(embeddings.size, hint="ask for format=npy")
     key = request.key(int(embeddings.shape[-1]), request.kernel.dtype(embeddings))
-    table, index = _rows_for(runtime.cache, limits, key, embeddings.shape[-2], request, positions)
+    rows, index = _rows_for(runtime.cache, limits, key, embeddings.shape[-2], request, positions)
     in_place = request.kind == "npy"  # the batch is a view of our own copy of the body
-    result = request.kernel(embeddings, table, index, in_place=in_place)
+    result = request.kernel(embeddings, rows, index, in_place=in_place)
     if request.fmt == "npy" and result is embeddings:
         # The body is the client's .npy header followed by the result: send it back as is.
         return Answer({"content-type": codecs.types.MEDIA_TYPES["npy"]}, memoryview(body))
@@ -201,11 +201,11 @@ def _rows_for(
     length: int,
     request: Apply,
     positions: NDArray[np.int64] | None,
-) -> tuple[Rows, NDArray[np.intp] | None]:
-    """The table rows a batch needs, and which of them each embedding gets (``None``: the
-    rows in order). Contiguous positions come from the cache's pages; scattered ones too
-    when they are dense, else they are computed on their own: a request costs what its
-    positions need, never the rows below them."""
+) -> tuple[Parts, NDArray[np.intp] | None]:
+    """The table rows a batch needs, as consecutive blocks, and which of them each
+    embedding gets (``None``: the rows in order). Contiguous positions come from the
+    cache's pages; scattered ones too when they are dense, else they are computed on
+    their own: a request costs what its positions need, never the rows below them."""
     if positions is None:
         first, last = request.offset, request.offset + length - 1
     else:
@@ -219,10 +219,10 @@ def _rows_for(
     span = last - first + 1
     if positions is None:
         limits.rows(span, key.width, "rows × width")
-        return joined(cache.rows(key, first, last + 1)), None
+        return cache.rows(key, first, last + 1), None
     dense = span <= _DENSE_SPAN * len(unique) + cache.page_rows(key)
     if dense and limits.allow_rows(span, key.width):
         index = (positions - first).astype(np.intp)
-        return joined(cache.rows(key, first, last + 1)), index
+        return cache.rows(key, first, last + 1), index
     limits.rows(len(unique), key.width, "distinct positions × width")
-    return registry.take(key, unique), inverse.reshape(positions.shape).astype(np.intp)
+    return [registry.take(key, unique)], inverse.reshape(positions.shape).astype(np.intp)

@@ -33,7 +33,7 @@ class Limits:
 
     def rows(self, rows: int, width: int, what: str = "rows × width") -> None:
         """What a request computes: ``rows`` rows of ``width`` columns."""
-        self.elements.check(f"the elements computed ({what})", rows * width)
+        self.elements.check(f"the number of elements computed ({what})", rows * width)
 
     def allow_rows(self, rows: int, width: int) -> bool:
         """Whether :meth:`rows` would let ``rows`` rows of ``width`` columns through."""
@@ -47,7 +47,7 @@ class Limits:
         self, elements: int, hint: str = "ask for format=npy or raw, or a slice"
     ) -> None:
         """A JSON answer of ``elements`` numbers."""
-        self.json_elements.check("the JSON answer's elements", elements, hint)
+        self.json_elements.check("the number of elements in the JSON answer", elements, hint)
 
     def picture(self, width: int, height: int) -> None:
         self.image_width.check("the picture's width", width)

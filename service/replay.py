@@ -24,7 +24,7 @@ from service.web.conditional import matches
 from service.web.negotiation import combined
 
 _KEEP_HEADERS: Final = (b"etag", b"cache-control", b"vary")  # what a 304 repeats
-_KEYED: Final = {b"accept", b"accept-encoding"}
+_KEYED: Final = {"accept", "accept-encoding"}
 _OVERHEAD_BYTES: Final = 512  # the entry, its key and its header list, roughly
 Record = Callable[[Scope, int, int, float], None]
 
@@ -43,13 +43,15 @@ def _replayable(message: Message) -> str | None:
     """The strong ETag of a response start that may be replayed, else None."""
     if message["status"] != 200:
         return None
-    headers = {bytes(k).lower(): bytes(v) for k, v in message["headers"]}
-    etag = headers.get(b"etag", b"")
-    control = headers.get(b"cache-control", b"")
-    vary = {part.strip().lower() for part in headers.get(b"vary", b"").split(b",") if part.strip()}
-    if not etag.startswith(b'"') or b"immutable" not in control or not vary <= _KEYED:
+    headers = [(bytes(k).lower(), bytes(v)) for k, v in message["headers"]]
+    etags = [value for name, value in headers if name == b"etag"]
+    control = (combined(headers, b"cache-control") or "").lower()
+    vary = {part.strip().lower() for part in (combined(headers, b"vary") or "").split(",")}
+    vary.discard("")
+    strong = len(etags) == 1 and etags[0].startswith(b'"')
+    if not strong or "immutable" not in control or not vary <= _KEYED:
         return None
-    return etag.decode("latin-1")
+    return etags[0].decode("latin-1")
 
 
 class Replay:
@@ -117,7 +119,10 @@ class Replay:
             elif message["type"] == "http.response.body" and start is not None and etag:
                 body = message.get("body", b"")
                 size += len(body)
-                if size <= self.max_body_bytes:  # a larger answer is not kept: no copy
+                if size > self.max_body_bytes:  # a larger answer is not kept: no copies
+                    etag = None
+                    parts.clear()
+                else:
                     parts.append(bytes(body))
                     if not message.get("more_body", False):
                         self._remember(cache, key, scope, start, etag, b"".join(parts))

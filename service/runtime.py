@@ -32,7 +32,7 @@ class Runtime:
     cache: Cache = field(init=False)
     # CPU work, one thread per core: more would only fight over the GIL and hold more memory
     cpu: anyio.CapacityLimiter = field(init=False)
-    # answers over 8 MiB take turns, one per core, from computation until they are sent
+    # requests computing over 8 MiB of rows take turns, one per core, until answered
     large_answers: anyio.Semaphore = field(init=False)
     # matplotlib is not thread-safe: one picture at a time
     painter: anyio.CapacityLimiter = field(init=False)

@@ -27,6 +27,9 @@ def test_a_503_readiness_is_a_problem() -> None:
     app = create_app(Settings())
     with in_process(app) as client:
         runtime = app.state.runtime
+        deadline = time.monotonic() + 10
+        while not runtime.ready and time.monotonic() < deadline:  # the (empty) preload
+            time.sleep(0.01)
         runtime.ready = False
         response = client.get("/readyz")
         assert response.status_code == 503

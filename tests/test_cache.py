@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from service.cache import PAGE_BYTES, Cache
+from service.cache import PAGE_BYTES, Cache, ComputationFailed
 from service.encodings import registry
 from service.encodings.registry import DType, Key, Rows
 from service.encodings.sinusoidal import SinusoidalKey
@@ -197,27 +197,41 @@ def test_a_failed_computation_is_not_cached_and_is_retried() -> None:
     assert cache.stats().misses == 2
 
 
-def test_waiters_compute_a_page_whose_computation_failed() -> None:
+@pytest.mark.parametrize("budget", [1 << 20, 100], ids=["pages", "uncached"])
+def test_waiters_share_a_failure_and_later_requests_compute_again(budget: int) -> None:
+    """A failed computation is not repeated by every request that waited for it (under
+    memory pressure that would make things worse); it is not kept either."""
     compute = Recorder(delay=0.2)
     compute.fail = True
-    cache = Cache(1 << 20, compute)
+    cache = Cache(budget, compute)
     k = key()
-    outcomes: list[object] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
 
-    def first() -> None:
+    def request() -> None:
+        barrier.wait()
         try:
             cache.rows(k, 0, 5)
-        except RuntimeError as error:
-            outcomes.append(error)
+        except Exception as error:
+            errors.append(error)
 
-    thread = threading.Thread(target=first)
-    thread.start()
-    time.sleep(0.05)  # the first request has claimed the page and is failing
+    threads = [threading.Thread(target=request) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(compute.calls) == 1
+    assert sorted(type(error).__name__ for error in errors) == [
+        "ComputationFailed",
+        "ComputationFailed",
+        "ComputationFailed",
+        "RuntimeError",
+    ]
+    assert all(
+        isinstance(error, ComputationFailed) is (error.__cause__ is not None) for error in errors
+    )
     compute.fail = False
-    parts = cache.rows(k, 0, 5)
-    thread.join()
-    assert len(outcomes) == 1
-    assert np.array_equal(parts[0], whole(k, 0, 5))
+    assert np.array_equal(cache.rows(k, 0, 5)[0], whole(k, 0, 5))
     assert len(compute.calls) == 2
 
 

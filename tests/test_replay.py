@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from service.app import create_app
+from service.replay import _replayable
 from service.settings import Settings
 from tests.support import HEATMAP, TABLE, cache_stats, in_process
 
@@ -123,3 +124,45 @@ def test_repeated_accept_encoding_headers_cannot_poison_either() -> None:
         assert http.get(url, headers=headers).headers["content-encoding"] == "gzip"
         plain = http.get(url, headers={"accept-encoding": "identity"})
         assert "content-encoding" not in plain.headers
+
+
+@pytest.mark.parametrize(
+    ("headers", "replayable"),
+    [
+        pytest.param([(b"etag", b'"a"'), (b"cache-control", b"public, immutable")], True, id="ok"),
+        pytest.param(
+            [(b"ETag", b'"a"'), (b"Cache-Control", b"immutable"), (b"Vary", b"Accept")],
+            True,
+            id="names-in-any-case",
+        ),
+        pytest.param([(b"etag", b'W/"a"'), (b"cache-control", b"immutable")], False, id="weak"),
+        pytest.param([(b"cache-control", b"immutable")], False, id="untagged"),
+        pytest.param(
+            [(b"etag", b'"a"'), (b"etag", b'"b"'), (b"cache-control", b"immutable")],
+            False,
+            id="two-tags",
+        ),
+        pytest.param([(b"etag", b'"a"'), (b"cache-control", b"no-cache")], False, id="revalidated"),
+        pytest.param(
+            [(b"etag", b'"a"'), (b"cache-control", b"immutable"), (b"vary", b"Accept, Origin")],
+            False,
+            id="varies-on-more",
+        ),
+        pytest.param(
+            [
+                (b"etag", b'"a"'),
+                (b"cache-control", b"immutable"),
+                (b"vary", b"Accept"),
+                (b"vary", b"Origin"),
+            ],
+            False,
+            id="varies-on-more-in-a-second-field",
+        ),
+    ],
+)
+def test_what_makes_an_answer_replayable(
+    headers: list[tuple[bytes, bytes]], replayable: bool
+) -> None:
+    message = {"type": "http.response.start", "status": 200, "headers": headers}
+    assert (_replayable(message) is not None) is replayable
+    assert _replayable({**message, "status": 203}) is None

@@ -7,10 +7,9 @@ import gzip as gzip_module
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from service.codecs import json, npy, npz, raw
 from service.codecs.types import Encoded, Format, Parts
+from service.encodings.registry import joined
 
 
 def encode(fmt: Format, fields: Mapping[str, Any], parts: Parts, key: str = "data") -> Encoded:
@@ -21,7 +20,7 @@ def encode(fmt: Format, fields: Mapping[str, Any], parts: Parts, key: str = "dat
     if fmt == "npy":
         return npy.encode(parts)
     if fmt == "npz":
-        return npz.encode(**{key: parts[0] if len(parts) == 1 else np.concatenate(parts)})
+        return npz.encode(**{key: joined(parts)})
     return raw.encode(parts)
 
 

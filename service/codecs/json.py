@@ -14,6 +14,7 @@ import orjson
 from numpy.typing import NDArray
 
 from service.codecs.types import MEDIA_TYPES, Encoded, Parts
+from service.encodings.registry import joined
 from service.errors import InvalidInput, Limit, MalformedBody
 
 BODY_FIELDS: Final = ("embeddings", "position_ids", "dtype")
@@ -43,7 +44,7 @@ def _rows(array: NDArray[Any]) -> Any:
 def encode(fields: Mapping[str, Any], parts: Parts, key: str = "data") -> Encoded:
     """``fields`` followed by ``key``: the concatenated ``parts`` as nested lists, each
     float in the shortest text that reads back to the same value at its dtype."""
-    array = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    array = joined(parts)
     document = {**fields, key: _rows(array)}
     body = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
     return {"content-type": MEDIA_TYPES["json"]}, body

@@ -154,12 +154,12 @@ def fill(start: int, w_hi: Float64Array, w_lo: Float64Array, targets: Sequence[T
     writer = _Writer(edges, targets)
     work = _fill_by_blocks if pairs <= _BLOCKED_PAIRS else _fill_directly
     elements = (stop - start) * pairs
-    spans = _spans(start, stop, parts=_workers() if elements >= _PARALLEL_ELEMENTS else 1)
+    spans = _spans(start, stop, parts=_WORKERS if elements >= _PARALLEL_ELEMENTS else 1)
     jobs = [functools.partial(work, a, b, w_hi, w_lo, writer) for a, b in spans]
     if len(jobs) == 1:
         jobs[0]()
     else:
-        for future in [_pool().submit(job) for job in jobs]:
+        for future in [_POOL.submit(job) for job in jobs]:
             future.result()
 
 
@@ -262,12 +262,7 @@ def _spans(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in itertools.pairwise(edges) if a < b]
 
 
-@functools.cache
-def _workers() -> int:
-    return max(1, min(os.cpu_count() or 1, 8))
-
-
-@functools.cache
-def _pool() -> ThreadPoolExecutor:
-    """Threads for large fills: numpy releases the GIL, so they use every core."""
-    return ThreadPoolExecutor(_workers(), thread_name_prefix="pe-fill")
+_WORKERS: Final = max(1, min(os.cpu_count() or 1, 8))
+# Threads for large fills: numpy releases the GIL, so they use every core. (Its threads
+# start on first use.)
+_POOL: Final = ThreadPoolExecutor(_WORKERS, thread_name_prefix="pe-fill")

@@ -6,13 +6,14 @@ knows batches, positions and arithmetic, not how the rows are computed.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings.registry import DType
+from service.encodings.registry import DType, joined
 from service.errors import InvalidInput, InvalidParameter
 
 
@@ -65,14 +66,16 @@ def compute_dtype(embeddings: NDArray[Any]) -> DType:
 
 def apply(
     embeddings: NDArray[Any],
-    table: NDArray[np.floating],
+    table: NDArray[np.floating] | Sequence[NDArray[np.floating]],
     scale: float,
     index: NDArray[np.intp] | None = None,
     *,
     in_place: bool = False,
 ) -> NDArray[np.floating]:
     """``embeddings * scale + table[index]``, in the table's dtype, returned in the
-    embeddings' dtype (native byte order, C order).
+    embeddings' dtype (native byte order, C order). ``table`` is one array of rows, or
+    consecutive blocks of them (as the cache holds a table: they are not joined when the
+    rows are in order).
 
     Without ``index`` the table holds exactly the batch's ``L`` rows, in order; with it,
     ``index`` of shape ``(L,)`` or ``(batch, L)`` says which table row each embedding gets.
@@ -81,17 +84,18 @@ def apply(
     Raises :class:`InvalidInput` if the batch holds NaN or infinity, or
     :class:`InvalidParameter` if the result overflows its dtype.
     """
+    parts = [table] if isinstance(table, np.ndarray) else list(table)
     reuse = (
         in_place
-        and embeddings.dtype == table.dtype
+        and embeddings.dtype == parts[0].dtype
         and embeddings.flags.writeable
         and embeddings.flags.c_contiguous
     )
     with np.errstate(over="ignore", invalid="ignore"):  # checked below, with a better message
         out = np.multiply(
-            embeddings, scale, out=embeddings if reuse else None, dtype=table.dtype, order="C"
+            embeddings, scale, out=embeddings if reuse else None, dtype=parts[0].dtype, order="C"
         )
-        return _add_rows(out, embeddings, table, index, reuse)
+        return _add_rows(out, embeddings, parts, index, reuse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +115,7 @@ class Additive:
     def __call__(
         self,
         embeddings: NDArray[Any],
-        table: NDArray[np.floating],
+        table: Sequence[NDArray[np.floating]],
         index: NDArray[np.intp] | None,
         *,
         in_place: bool,
@@ -123,17 +127,22 @@ class Additive:
 def _add_rows(
     out: NDArray[np.floating],
     embeddings: NDArray[Any],
-    table: NDArray[np.floating],
+    parts: list[NDArray[np.floating]],
     index: NDArray[np.intp] | None,
     overwritten: bool,
 ) -> NDArray[np.floating]:
-    if index is None:
-        out += table
-    elif index.ndim == 1 or embeddings.ndim == 2:
-        out += table[index]
-    else:  # one sequence at a time: the working copy stays (L, d_model)
-        for row, ids in zip(out, index, strict=True):
-            row += table[ids]
+    if index is None:  # block by block: the rows are never joined
+        at = 0
+        for part in parts:
+            out[..., at : at + len(part), :] += part
+            at += len(part)
+    else:
+        table = joined(parts)
+        if index.ndim == 1 or embeddings.ndim == 2:
+            out += table[index]
+        else:  # one sequence at a time: the working copy stays (L, d_model)
+            for row, ids in zip(out, index, strict=True):
+                row += table[ids]
     target = embeddings.dtype.newbyteorder("=")
     result: NDArray[np.floating] = out if out.dtype == target else out.astype(target)
     if not np.isfinite(np.add.reduce(result, axis=None, dtype=np.float64)):

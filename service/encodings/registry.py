@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, get_args
+from typing import Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar, get_args
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,7 +23,10 @@ Rows = NDArray[np.floating]
 
 class Key(Protocol):
     """What every family's key tells: the columns of a row and their element type. Keys
-    are frozen dataclasses whose fields are the family's parameters."""
+    are frozen dataclasses whose fields are the family's parameters (as the client and
+    ``/v1/cache`` name them)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
     def __hash__(self) -> int: ...
 
@@ -34,26 +37,30 @@ class Key(Protocol):
     def dtype(self) -> DType: ...
 
 
+K = TypeVar("K", bound=Key)
+
+
 @dataclass(frozen=True, slots=True)
-class Family:
-    """One family: its name (as its key's listing shows it) and its two functions."""
+class Family(Generic[K]):
+    """One family: its name (its routes' and listings' name), its key type, and its two
+    functions."""
 
     name: str
-    key: type[Any]
-    fill: Callable[[Any, int, Sequence[Rows]], None]
-    take: Callable[[Any, NDArray[np.int64]], Rows]
+    key: type[K]
+    fill: Callable[[K, int, Sequence[Rows]], None]
+    take: Callable[[K, NDArray[np.int64]], Rows]
 
 
-_FAMILIES: dict[type[Any], Family] = {}
+_FAMILIES: dict[type[Any], Family[Any]] = {}
 
 
-def register(family: Family) -> Family:
+def register(family: Family[K]) -> Family[K]:
     """Make ``family`` known by its key type."""
     _FAMILIES[family.key] = family
     return family
 
 
-def family_of(key: Key) -> Family:
+def family_of(key: Key) -> Family[Any]:
     """The family whose key ``key`` is."""
     try:
         return _FAMILIES[type(key)]
@@ -77,6 +84,11 @@ def rows(key: Key, start: int, stop: int) -> Rows:
     out = np.empty((stop - start, key.width), dtype=key.dtype)
     fill(key, start, [out])
     return out
+
+
+def joined(parts: Sequence[Rows]) -> Rows:
+    """Consecutive blocks of rows as one array (the block itself when there is one)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def take(key: Key, positions: NDArray[np.int64]) -> Rows:

@@ -84,15 +84,6 @@ def take(key: SinusoidalKey, positions: NDArray[np.int64]) -> Rows:
     return out
 
 
-def encoding(start: int, stop: int, key: SinusoidalKey) -> Rows:
-    """Rows ``start .. stop-1`` of the table, shape ``(stop - start, d_model)``, C order."""
-    if not 0 <= start < stop:
-        raise InvalidParameter("stop", "rows must satisfy 0 <= start < stop")
-    out = np.empty((stop - start, key.d_model), dtype=key.dtype)
-    fill(key, start, [out])
-    return out
-
-
 def similarity(start: int, stop: int, step: int, key: SinusoidalKey) -> _exact.Float64Array:
     """The dot products ``PE[p] . PE[q]`` for ``p, q`` in ``range(start, stop, step)``, in
     float64 from exact angles: a square, symmetric matrix. The layout only orders the

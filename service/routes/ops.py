@@ -39,7 +39,7 @@ async def get_cache_stats(runtime: RuntimeDep, response: Response) -> CacheDocum
         tables=[
             CacheTable(
                 family=family_of(table.key).name,
-                key=dataclasses.asdict(table.key),  # type: ignore[call-overload]
+                key=dataclasses.asdict(table.key),
                 pages=table.pages,
                 page_rows=runtime.cache.page_rows(table.key),
                 bytes=table.bytes,

@@ -12,7 +12,7 @@ import anyio
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers, plots
-from service.encodings import sinusoidal
+from service.encodings import registry, sinusoidal
 from service.runtime import Runtime
 from service.schemas.sinusoidal import HeatmapQuery, SimilarityQuery
 from service.web import openapi
@@ -43,8 +43,7 @@ async def _picture(
 ) -> Response:
     """The picture ``draw`` makes from ``rows`` rows, once its limits are checked; 304 for
     a current tag."""
-    runtime.limits.rows(rows, query.d_model, "rows × d_model")
-    runtime.limits.last_position(query.max_len - 1, "the table's last position (max_len - 1)")
+    handlers.check_rows(runtime.limits, rows, query.d_model, query.max_len, "d_model")
     runtime.limits.picture(query.width, query.height)
     plots.require()
     etag = fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())
@@ -82,7 +81,7 @@ async def get_heatmap(
             return await paint(
                 runtime,
                 plots.heatmap,
-                handlers.joined(parts)[:, block.dim_start : block.dim_stop],
+                registry.joined(parts)[:, block.dim_start : block.dim_stop],
                 plots.Axis("Position", query.start, query.row_stop - 1),
                 plots.Axis("Encoding dimension", query.dim_start, query.col_stop - 1),
                 title=f"Sinusoidal positional encoding\n{query.label()}",

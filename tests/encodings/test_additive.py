@@ -207,7 +207,8 @@ def test_the_kernel_defaults_its_scale_to_the_square_root_of_the_width() -> None
     kernel = additive.Additive()
     assert kernel.dtype(x) == "float64"
     assert kernel.dtype(x.astype(np.float16)) == "float32"
-    assert np.array_equal(kernel(x, table, None, in_place=False), additive.apply(x, table, 3.0))
+    assert np.array_equal(kernel(x, [table], None, in_place=False), additive.apply(x, table, 3.0))
     assert np.array_equal(
-        additive.Additive(0.5)(x, table, None, in_place=False), additive.apply(x, table, 0.5)
+        additive.Additive(0.5)(x, [table[:1], table[1:]], None, in_place=False),
+        additive.apply(x, table, 0.5),
     )
