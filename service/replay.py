@@ -21,10 +21,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.cache import Cache
 from service.web.conditional import matches
-from service.web.negotiation import combined
+from service.web.negotiation import RawHeaders, combined
 
 _KEEP_HEADERS: Final = (b"etag", b"cache-control", b"vary")  # what a 304 repeats
 _KEYED: Final = {"accept", "accept-encoding"}
+_READ: Final = {b"accept", b"accept-encoding", b"if-none-match"}
 _OVERHEAD_BYTES: Final = 512  # the entry, its key and its header list, roughly
 Record = Callable[[Scope, int, int, float], None]
 
@@ -54,6 +55,16 @@ def _replayable(message: Message) -> str | None:
     return etags[0].decode("latin-1")
 
 
+def _fields(headers: RawHeaders) -> dict[bytes, str]:
+    """The fields replay reads, each combined as :func:`combined` combines it, in one pass
+    over the headers (this runs on every GET)."""
+    found: dict[bytes, list[bytes]] = {}
+    for name, value in headers:
+        if name in _READ:
+            found.setdefault(name, []).append(value)
+    return {name: b", ".join(values).decode("latin-1") for name, values in found.items()}
+
+
 class Replay:
     """ASGI middleware, the outermost layer: a replayed answer reports itself to
     ``record`` (telemetry: status, bytes, seconds) instead of passing through another."""
@@ -74,13 +85,13 @@ class Replay:
         if scope["type"] != "http" or scope["method"] != "GET":
             await self.app(scope, receive, send)
             return
-        raw = scope["headers"]
+        fields = _fields(scope["headers"])
         key = (
             "replay",
             scope["path"],
             scope["query_string"],
-            combined(raw, b"accept"),
-            combined(raw, b"accept-encoding"),
+            fields.get(b"accept"),
+            fields.get(b"accept-encoding"),
         )
         cache = self.cache()
         kept = cache.recall(key)
@@ -89,7 +100,7 @@ class Replay:
             return
         start = time.perf_counter()
         scope["route"] = kept.route
-        status, size = await self._replay(kept, combined(raw, b"if-none-match"), send)
+        status, size = await self._replay(kept, fields.get(b"if-none-match"), send)
         self.record(scope, status, size, time.perf_counter() - start)
 
     async def _replay(
