@@ -4,7 +4,6 @@ its readiness. Built when the app starts; handed to routes by ``web.deps``."""
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 from collections.abc import Callable
@@ -13,13 +12,11 @@ from typing import ParamSpec, TypeVar
 
 import anyio
 
-from service.cache import PAGE_BYTES, Cache
+from service.cache import Cache
 from service.limits import Limits
 from service.settings import Settings
 from service.telemetry import Telemetry
 
-# glibc's mallopt parameter for the size from which allocations get their own mapping
-_M_MMAP_THRESHOLD = -3
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -44,7 +41,6 @@ class Runtime:
 
     def __post_init__(self) -> None:
         cores = os.cpu_count() or 1
-        _pages_in_their_own_mappings()
         self.limits = Limits.of(self.settings)
         self.cache = Cache(self.settings.cache_bytes)
         self.cpu = anyio.CapacityLimiter(cores)
@@ -56,16 +52,3 @@ class Runtime:
         return await anyio.to_thread.run_sync(
             functools.partial(work, *args, **kwargs), limiter=self.cpu
         )
-
-
-def _pages_in_their_own_mappings() -> None:
-    """Give every cache page its own memory mapping, so that an evicted page goes back to
-    the system at once. glibc raises its mapping threshold to the largest block freed (up
-    to 32 MiB, e.g. after one large answer), after which pages come from the heap, where
-    evicted ones leave holes: a 256 MiB budget then held 297 MiB of resident pages. A fixed
-    threshold below the page size keeps RSS within the budget. Elsewhere: nothing to do."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, min(PAGE_BYTES // 2, 128 << 10))
-    except (OSError, AttributeError):
-        pass
