@@ -16,6 +16,9 @@ from numpy.typing import NDArray
 from service.encodings.registry import DType, joined
 from service.errors import InvalidInput, InvalidParameter
 
+# Rows gathered at once for a batch with per-sequence position ids (elements).
+_GATHER_ELEMENTS = 1 << 20
+
 
 def _float_kind(dtype: np.dtype[Any]) -> bool:
     return dtype.kind == "f" and dtype.itemsize in (2, 4, 8)
@@ -140,9 +143,10 @@ def _add_rows(
         table = joined(parts)
         if index.ndim == 1 or embeddings.ndim == 2:
             out += table[index]
-        else:  # one sequence at a time: the working copy stays (L, d_model)
-            for row, ids in zip(out, index, strict=True):
-                row += table[ids]
+        else:  # sequences in chunks: the gathered rows stay near _GATHER_ELEMENTS
+            step = max(1, _GATHER_ELEMENTS // (index.shape[1] * out.shape[-1]))
+            for first in range(0, len(out), step):
+                out[first : first + step] += table[index[first : first + step]]
     target = embeddings.dtype.newbyteorder("=")
     result: NDArray[np.floating] = out if out.dtype == target else out.astype(target)
     if not np.isfinite(np.add.reduce(result, axis=None, dtype=np.float64)):
