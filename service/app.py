@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import __version__, preload
@@ -18,6 +18,7 @@ from service.runtime import Runtime
 from service.settings import Settings
 from service.telemetry import Telemetry, TelemetryMiddleware
 from service.web import problems
+from service.web.deps import single_valued
 
 
 class ServiceApp(FastAPI):
@@ -59,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="Sinusoidal positional encodings of transformer models, computed and served.",
         lifespan=lifespan,
+        dependencies=[Depends(single_valued)],
     )
     telemetry = Telemetry(lambda: runtime.cache if (runtime := _runtime(app)) else None)
     observed = TelemetryMiddleware(app.front, telemetry, json_logs=settings.log_format == "json")

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.errors import InvalidParameter
 from service.runtime import Runtime
 
 
@@ -16,3 +17,14 @@ async def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+async def single_valued(request: Request) -> None:
+    """Every query parameter at most once: a repeated one is refused, never last-wins."""
+    if not request.scope["query_string"]:
+        return
+    seen = set()
+    for name, _ in request.query_params.multi_items():
+        if name in seen:
+            raise InvalidParameter(name, "is given more than once; give each parameter once")
+        seen.add(name)

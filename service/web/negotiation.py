@@ -10,6 +10,7 @@ from service.codecs.types import MEDIA_TYPES, TABLE_FORMATS, Format
 from service.errors import NotAcceptable
 
 RawHeaders = Iterable[tuple[bytes, bytes]]
+_SMALLEST_Q = 0.001  # RFC 9110's qvalues have three decimals
 
 
 def combined(headers: RawHeaders, name: bytes) -> str | None:
@@ -32,6 +33,8 @@ def _weighted(header: str) -> list[tuple[str, float]]:
                     q = min(max(float(value), 0.0), 1.0)
                 except ValueError:
                     q = 0.0
+                if q == 0.0 and any(digit in value for digit in "123456789"):
+                    q = _SMALLEST_Q  # a positive weight too small for a float is still > 0
         if token:
             entries.append((token.lower(), q))
     return entries

@@ -336,6 +336,21 @@ def test_unacceptable_is_406(api: httpx.Client, accept: str) -> None:
     assert "application/x-npy" in document["available"]
 
 
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        pytest.param("max_len=4&d_model=4&d_model=5", "d_model", id="d_model"),
+        pytest.param("max_len=4&d_model=4&format=npy&format=json", "format", id="format"),
+        pytest.param("max_len=4&max_len=4&d_model=4", "max_len", id="same-value-twice"),
+    ],
+)
+def test_a_repeated_parameter_is_refused_not_last_wins(
+    api: httpx.Client, query: str, name: str
+) -> None:
+    problem = assert_problem(api.get(f"{TABLE}?{query}"), 422, "more than once")
+    assert problem["errors"][0]["name"] == name
+
+
 def test_unknown_path_is_a_404_problem(api: httpx.Client) -> None:
     assert_problem(api.get("/v1/encodings/cosine"), 404, "/v1/encodings/cosine")
 

@@ -31,6 +31,8 @@ from service.web.negotiation import accepts_gzip, combined, negotiate
         ),
         pytest.param("application/json;q=bogus, application/x-npy;q=0.1", "npy", id="bad-q-is-0"),
         pytest.param("garbage", "json", id="unparseable"),
+        pytest.param("application/json;q=1e-400", "json", id="q-underflow-is-still-positive"),
+        pytest.param("application/x-npy;q=0.000, */*;q=1e-400", "json", id="tiny-q-not-zero"),
         pytest.param("*", "json", id="bare-star"),
     ],
 )
