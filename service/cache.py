@@ -15,17 +15,19 @@ pages would not fit in the whole budget is computed for its rows alone and not k
 
 from __future__ import annotations
 
+import heapq
 import mmap
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 
 from service.encodings import registry
 from service.encodings.registry import Key, Rows
+from service.flight import Flight
 
 PAGE_BYTES: Final = 256 << 10
 _MAPPED_BYTES: Final = 64 << 10
@@ -52,28 +54,6 @@ class _Entry:
     table: Key | None  # the family key of a page; None for any other value
 
 
-class ComputationFailed(RuntimeError):
-    """The computation a request waited for failed (its cause); later ones compute again."""
-
-
-@dataclass(slots=True)
-class _Flight:
-    """One computation in progress; the requests that need its result wait for it, and
-    share its failure rather than each repeating it."""
-
-    done: threading.Event = field(default_factory=threading.Event)
-    result: Rows | None = None
-    error: BaseException | None = None
-
-    def outcome(self) -> Rows:
-        """The result, once done; :class:`ComputationFailed` if the computation failed."""
-        self.done.wait()
-        if self.result is None:
-            failed = ComputationFailed("the computation this request waited for failed")
-            raise failed from self.error
-        return self.result
-
-
 @dataclass(frozen=True, slots=True)
 class TableStats:
     key: Key
@@ -90,6 +70,8 @@ class CacheStats:
     evictions: int
     uncached: int
     tables: list[TableStats]
+    tables_total: int
+    table_pages: int
     responses: int
     response_bytes: int
     response_hits: int
@@ -105,13 +87,14 @@ class Cache:
         self._fill = fill or registry.fill
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
-        self._flights: dict[Hashable, _Flight] = {}
+        self._flights: dict[Hashable, Flight[Rows]] = {}
         self._bytes = 0
         self._hits = 0
         self._misses = 0
         self._evictions = 0
         self._uncached = 0
         self._response_hits = 0
+        self._tables: dict[Key, list[int]] = {}  # pages and bytes held, per family key
 
     def page_rows(self, key: Key) -> int:
         """Rows in each page of ``key``'s table: a power of two, at least 1."""
@@ -152,7 +135,7 @@ class Cache:
 
     def _claim(
         self, key: Key, pages: range, have: dict[int, Rows]
-    ) -> tuple[list[tuple[int, _Flight]], list[tuple[int, _Flight]]]:
+    ) -> tuple[list[tuple[int, Flight[Rows]]], list[tuple[int, Flight[Rows]]]]:
         """Takes the cached pages into ``have``; returns the missing pages this request
         computes and those another request is computing."""
         mine, theirs = [], []
@@ -169,15 +152,15 @@ class Cache:
                 elif name in self._flights:
                     theirs.append((page, self._flights[name]))
                 else:
-                    mine.append((page, self._flights.setdefault(name, _Flight())))
+                    mine.append((page, self._flights.setdefault(name, Flight())))
                     self._misses += 1
         return mine, theirs
 
     def _compute(
-        self, key: Key, size: int, mine: list[tuple[int, _Flight]], have: dict[int, Rows]
+        self, key: Key, size: int, mine: list[tuple[int, Flight[Rows]]], have: dict[int, Rows]
     ) -> None:
         """Computes the claimed pages, each run of consecutive ones in one call."""
-        runs: list[list[tuple[int, _Flight]]] = []
+        runs: list[list[tuple[int, Flight[Rows]]]] = []
         for claim in mine:
             if runs and runs[-1][-1][0] + 1 == claim[0]:
                 runs[-1].append(claim)
@@ -209,7 +192,7 @@ class Cache:
             if flight is not None:
                 theirs = flight
             else:
-                theirs, flight = None, self._flights.setdefault(name, _Flight())
+                theirs, flight = None, self._flights.setdefault(name, Flight())
                 self._uncached += 1
         if theirs is not None:
             return theirs.outcome()
@@ -226,10 +209,10 @@ class Cache:
             with self._lock:
                 self._land(name, flight)
 
-    def _land(self, name: Hashable, flight: _Flight) -> None:
+    def _land(self, name: Hashable, flight: Flight[Rows]) -> None:
         if self._flights.get(name) is flight:
             del self._flights[name]
-        flight.done.set()
+        flight.land()
 
     def remember(self, key: Hashable, value: Any, nbytes: int) -> None:
         """Keep ``value`` (not a page), counted as ``nbytes``, in the same budget."""
@@ -252,33 +235,36 @@ class Cache:
             return
         old = self._entries.pop(name, None)
         if old is not None:
-            self._bytes -= old.nbytes
+            self._count(old, -1)
         self._entries[name] = entry
-        self._bytes += entry.nbytes
+        self._count(entry, 1)
         while self._bytes > self.budget_bytes:
-            _, evicted = self._entries.popitem(last=False)
-            self._bytes -= evicted.nbytes
+            self._count(self._entries.popitem(last=False)[1], -1)
             self._evictions += 1
 
-    def stats(self) -> CacheStats:
-        """A consistent snapshot; tables from least to most recently used."""
+    def _count(self, entry: _Entry, sign: int) -> None:
+        self._bytes += sign * entry.nbytes
+        if entry.table is not None:
+            held = self._tables.setdefault(entry.table, [0, 0])
+            held[0] += sign
+            held[1] += sign * entry.nbytes
+            if not held[0]:
+                del self._tables[entry.table]
+
+    def stats(self, top: int = 20) -> CacheStats:
+        """A consistent snapshot, with the ``top`` tables holding the most bytes; costs the
+        number of tables held, not of entries."""
         with self._lock:
-            tables: dict[Key, list[int]] = {}
-            responses = response_bytes = 0
-            for entry in self._entries.values():
-                if entry.table is None:
-                    responses += 1
-                    response_bytes += entry.nbytes
-                else:
-                    count = tables.pop(entry.table, [0, 0])
-                    count[0] += 1
-                    count[1] += entry.nbytes
-                    tables[entry.table] = count
-            listed = [TableStats(key, pages, size) for key, (pages, size) in tables.items()]
-            return CacheStats(
-                self.budget_bytes, self._bytes, self._hits, self._misses, self._evictions,
-                self._uncached, listed, responses, response_bytes, self._response_hits,
-            )  # fmt: skip
+            held = [(key, pages, size) for key, (pages, size) in self._tables.items()]
+            total, counts = self._bytes, (self._hits, self._misses, self._evictions, self._uncached)
+            responses = len(self._entries) - sum(pages for _, pages, _ in held)
+            response_bytes = total - sum(size for _, _, size in held)
+            response_hits = self._response_hits
+        largest = heapq.nlargest(top, held, key=lambda table: table[2])
+        return CacheStats(
+            self.budget_bytes, total, *counts, [TableStats(*t) for t in largest],
+            len(held), len(self._entries) - responses, responses, response_bytes, response_hits,
+        )  # fmt: skip
 
 
 def _page(rows: int, key: Key) -> Rows:

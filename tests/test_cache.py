@@ -11,10 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from service.cache import PAGE_BYTES, Cache, ComputationFailed
+from service.cache import PAGE_BYTES, Cache
 from service.encodings import registry
 from service.encodings.registry import DType, Key, Rows
 from service.encodings.sinusoidal import SinusoidalKey
+from service.flight import ComputationFailed
 
 
 def key(d_model: int = 8, dtype: DType = "float32", base: float = 10000.0) -> SinusoidalKey:
@@ -121,7 +122,7 @@ def test_least_recently_used_pages_are_evicted_first() -> None:
     cache.rows(a, 0, 8)  # a is now the most recent
     cache.rows(c, 0, 1)  # a seventeenth page: b's first goes
     stats = cache.stats()
-    assert [(t.key, t.pages) for t in stats.tables] == [(b, 7), (a, 8), (c, 1)]
+    assert {t.key: t.pages for t in stats.tables} == {b: 7, a: 8, c: 1}
     assert stats.evictions == 1
     assert stats.bytes == 16 * 4096 == stats.budget_bytes
     assert cache.peek(b, 0, 1) is None
@@ -132,7 +133,7 @@ def test_the_budget_is_never_exceeded() -> None:
     cache = Cache(50_000)
     for d_model in range(1, 60):
         cache.rows(key(d_model), 0, 10)
-        stats = cache.stats()
+        stats = cache.stats(top=100)
         assert stats.bytes <= 50_000
         assert stats.bytes == sum(t.bytes for t in stats.tables)
     assert cache.stats().evictions > 0
@@ -253,3 +254,15 @@ def test_other_values_share_the_budget_and_the_lru_order() -> None:
     cache.remember(("r", 5), "huge", 17 * page)  # over the whole budget: not kept
     assert cache.recall(("r", 5)) is None
     assert cache.stats().bytes == 16 * page
+
+
+def test_the_listing_is_bounded_and_counts_every_table() -> None:
+    cache = Cache(1 << 30)
+    for d_model in range(1, 101):
+        cache.rows(key(d_model), 0, 1)
+    cache.remember(("answer",), b"x", 1000)
+    stats = cache.stats(top=5)
+    sizes = sorted((cache.page_rows(key(d)) * 4 * d for d in range(1, 101)), reverse=True)
+    assert [t.bytes for t in stats.tables] == sizes[:5]  # the largest
+    assert (stats.tables_total, stats.table_pages, stats.responses) == (100, 100, 1)
+    assert (stats.response_bytes, stats.bytes) == (1000, 1000 + sum(sizes))

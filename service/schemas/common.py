@@ -87,7 +87,7 @@ class CacheTable(BaseModel):
 
 
 class CacheDocument(BaseModel):
-    """Cache statistics; tables from least to most recently used."""
+    """Cache statistics; the largest tables, and how many there are."""
 
     budget_bytes: int = Field(description="PE_CACHE_BYTES")
     bytes: int
@@ -97,7 +97,8 @@ class CacheDocument(BaseModel):
     uncached: int = Field(
         description="Requests whose rows were computed but not kept: over the budget."
     )
-    tables: list[CacheTable]
+    tables: list[CacheTable] = Field(description="The tables holding the most bytes, at most 20.")
+    tables_total: int = Field(description="How many tables the cache holds pages of.")
     responses: int = Field(description="Encoded answers kept to replay.")
     response_bytes: int = Field(description="Their bytes, counted in the same budget.")
     response_hits: int = Field(description="Requests answered by replaying one.")
