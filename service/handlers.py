@@ -174,6 +174,7 @@ def apply(runtime: Runtime, body: bytearray, request: Apply) -> Answer:
     positions = request.kernel.check(embeddings, arrays.get("position_ids"))
     if request.fmt == "json":
         limits.json_answer(embeddings.size, hint="ask for format=npy")
+    limits.row_width(int(embeddings.shape[-1]), "the embeddings' last axis")
     key = request.key(int(embeddings.shape[-1]), request.kernel.dtype(embeddings))
     rows, index = _rows_for(runtime.cache, limits, key, embeddings.shape[-2], request, positions)
     in_place = request.kind == "npy"  # the batch is a view of our own copy of the body

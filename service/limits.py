@@ -17,6 +17,7 @@ class Limits:
     json_elements: Limit
     body_bytes: Limit
     position: Limit
+    width: Limit
     image_width: Limit
     image_height: Limit
 
@@ -27,13 +28,20 @@ class Limits:
             json_elements=Limit(settings.max_json_elements, "PE_MAX_JSON_ELEMENTS"),
             body_bytes=Limit(settings.max_body_bytes, "PE_MAX_BODY_BYTES"),
             position=Limit(settings.max_position, "PE_MAX_POSITION"),
+            width=Limit(settings.max_width, "PE_MAX_WIDTH"),
             image_width=Limit(settings.max_image_width, "PE_MAX_IMAGE_WIDTH"),
             image_height=Limit(settings.max_image_height, "PE_MAX_IMAGE_HEIGHT"),
         )
 
     def rows(self, rows: int, width: int, what: str = "rows × width") -> None:
-        """What a request computes: ``rows`` rows of ``width`` columns."""
+        """What a request computes: ``rows`` rows of ``width`` columns, each of at most
+        ``PE_MAX_WIDTH`` columns."""
+        self.row_width(width, what.split(" × ")[-1])
         self.elements.check(f"the number of elements computed ({what})", rows * width)
+
+    def row_width(self, width: int, name: str = "width") -> None:
+        """A row's columns go up to ``PE_MAX_WIDTH``."""
+        self.width.check(f"the width of a row ({name})", width)
 
     def allow_rows(self, rows: int, width: int) -> bool:
         """Whether :meth:`rows` would let ``rows`` rows of ``width`` columns through."""

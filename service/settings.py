@@ -27,10 +27,16 @@ class Settings(BaseSettings):
     max_json_elements: int = Field(1 << 21, ge=1)
     max_body_bytes: int = Field(64 * MiB, ge=1)
     max_position: int = Field(POSITION_CEILING, ge=0, le=POSITION_CEILING)
+    # the widest row (d_model, a batch's last axis): real models stay far below 65,536
+    max_width: int = Field(1 << 16, ge=1)
     preload: str = ""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     log_format: Literal["text", "json"] = "text"
     shutdown_timeout: int = Field(30, ge=0)
     send_timeout: float = Field(30.0, gt=0)
+    # seconds to send a whole request head, from its first byte or the connect; then 408
+    head_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
+    # seconds a posted body may go without a byte arriving; then 408
+    body_timeout: float = Field(30.0, gt=0, allow_inf_nan=False)
     max_image_width: int = Field(2048, ge=320)
     max_image_height: int = Field(2048, ge=240)

@@ -48,3 +48,18 @@ def small_api(request: pytest.FixtureRequest, small_live_url: str) -> Iterator[h
     """The same with small limits (``SMALL``)."""
     with client(request.param, small_live_url, Settings.model_validate(SMALL_LIMITS)) as http:
         yield http
+
+
+@pytest.fixture(scope="module")
+def module_live_url() -> Iterator[str]:
+    with running() as url:
+        yield url
+
+
+@pytest.fixture(params=["live", "in-process"])
+def own_api(request: pytest.FixtureRequest, module_live_url: str) -> Iterator[httpx.Client]:
+    """Like ``api``, with a server of the test module's own: ``/v1/cache`` lists the 20
+    largest tables, so a test that looks for a small table of its own needs a server
+    that few other tests have filled."""
+    with client(request.param, module_live_url, Settings()) as http:
+        yield http

@@ -68,8 +68,9 @@ def test_the_etag_follows_the_fields_format_and_coding() -> None:
     assert table_etag(dict(reversed(fields.items())), "json", False) in tags
 
 
-def test_a_far_slice_keeps_one_page(api: httpx.Client) -> None:
+def test_a_far_slice_keeps_one_page(own_api: httpx.Client) -> None:
     """Ten float64 rows at 999,990 of a d_model=64 table: one 512-row page, not a million rows."""
+    api = own_api
     before = cache_stats(api)
     url = table_url(
         max_len=1_000_000, d_model=64, base=64.5, start=999_990, dtype="float64", format="npy"
@@ -92,11 +93,12 @@ def test_a_far_slice_keeps_one_page(api: httpx.Client) -> None:
     ],
 )
 def test_scattered_positions_cost_only_their_rows(
-    api: httpx.Client, ids: list[int], pages: int, base: float
+    own_api: httpx.Client, ids: list[int], pages: int, base: float
 ) -> None:
     """Positions whose span is dense read the pages they touch; sparse ones are computed
     on their own, neither through the rows between them nor kept. (Each case has a table
     of its own on the shared server.)"""
+    api = own_api
     x = np.ones((len(ids), 48), np.float32)
     before = cache_stats(api)
     body = npz_bytes(embeddings=x, position_ids=np.array(ids))
@@ -121,7 +123,8 @@ def test_dense_ids_over_the_element_limit_are_computed_on_their_own() -> None:
     assert (document["status"], document["setting"]) == (422, "PE_MAX_ELEMENTS")
 
 
-def test_an_offset_apply_reads_the_pages_of_its_rows(api: httpx.Client) -> None:
+def test_an_offset_apply_reads_the_pages_of_its_rows(own_api: httpx.Client) -> None:
+    api = own_api
     before = cache_stats(api)
     response = api.post(
         APPLY + "?offset=20000&base=40.5",

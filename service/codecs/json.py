@@ -1,11 +1,13 @@
 """JSON: tables and results as nested lists of the shortest float texts that round-trip at
 their dtype, and apply bodies (``{"embeddings": [...], "position_ids": [...], "dtype": ...}``)
-parsed with their number count bounded before anything is built."""
+parsed with their number count bounded before anything is built, and their nested lists
+checked (numbers only, rectangular, at most ``MAX_DIMS`` deep) before numpy sees them."""
 
 from __future__ import annotations
 
 import functools
-import re
+import itertools
+import json as stdlib_json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -13,12 +15,19 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from service.codecs.types import MEDIA_TYPES, Encoded, Parts
+from service.codecs.types import MAX_DIMS, MEDIA_TYPES, Encoded, Parts, shown
 from service.encodings.registry import joined
 from service.errors import InvalidInput, Limit, MalformedBody
 
 BODY_FIELDS: Final = ("embeddings", "position_ids", "dtype")
-_NOT_NUMBERS: Final = re.compile(rb"\b(?:true|false|null)\b")
+_QUOTED_FIELDS: Final = tuple(b'"' + field.encode() + b'"' for field in BODY_FIELDS)
+_DTYPES: Final = ("float16", "float32", "float64")
+_NOT_NUMBERS: Final = {
+    str: "strings, which are not numbers",
+    bool: "true or false, which are not numbers",
+    type(None): "null, which is not a number",
+    dict: "objects, which are not numbers",
+}
 
 
 @functools.cache
@@ -50,45 +59,124 @@ def encode(fields: Mapping[str, Any], parts: Parts, key: str = "data") -> Encode
     return {"content-type": MEDIA_TYPES["json"]}, body
 
 
-def _numbers(value: object, name: str, dtype: str | None) -> NDArray[Any]:
-    try:
-        array = np.array(value)
-    except (ValueError, OverflowError):
-        raise InvalidInput(name, "is ragged: every row must have the same length") from None
-    if array.dtype.kind not in "iuf" and array.size:
-        raise InvalidInput(name, "must hold numbers only")
-    if dtype is None:
-        return array
-    with np.errstate(over="ignore"):
-        converted = array.astype(dtype)
-    if not np.isfinite(converted).all():
-        raise InvalidInput(name, f"holds numbers outside the {dtype} range")
-    return converted
-
-
 def decode(body: bytes | bytearray, numbers: Limit) -> dict[str, NDArray[Any]]:
     """``{"embeddings": [...], "position_ids": [...], "dtype": "float32"}`` as arrays
     (``position_ids`` only when given); ``dtype`` (default float32) is the embeddings'
-    element type. At most ``numbers`` numbers are parsed."""
+    element type. At most ``numbers`` numbers are parsed. A field given twice is refused,
+    where a JSON parser would quietly keep the last."""
     numbers.check("the JSON body's numbers", body.count(b",") + 1)
-    maybe = b"true" in body or b"false" in body or b"null" in body  # fast; the regex is exact
-    if maybe and _NOT_NUMBERS.search(body):
-        raise InvalidInput("body", "true, false and null are not numbers")
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):
+            raise MalformedBody(
+                f"not valid JSON: nested too deeply ({exc}); embeddings have at most "
+                f"{MAX_DIMS} dimensions"
+            ) from None
         raise MalformedBody(f"not valid JSON (NaN and Infinity are not JSON): {exc}") from None
     if not isinstance(document, dict):
         raise InvalidInput("body", 'must be a JSON object: {"embeddings": [...]}')
+    _refuse_repeated_fields(body)
     unknown = sorted(set(document) - set(BODY_FIELDS))
     if unknown:
-        raise InvalidInput(unknown[0], f"is not a field ({', '.join(BODY_FIELDS)})")
+        raise InvalidInput(shown(unknown[0]), f"is not a field ({', '.join(BODY_FIELDS)})")
     if "embeddings" not in document:
         raise InvalidInput("embeddings", "is required")
     dtype = document.get("dtype", "float32")
-    if dtype not in ("float16", "float32", "float64"):
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
         raise InvalidInput("dtype", "must be float16, float32 or float64")
-    arrays = {"embeddings": _numbers(document["embeddings"], "embeddings", dtype)}
+    arrays = {"embeddings": _floats(document["embeddings"], "embeddings", dtype)}
     if document.get("position_ids") is not None:
-        arrays["position_ids"] = _numbers(document["position_ids"], "position_ids", None)
+        arrays["position_ids"] = _integers(document["position_ids"], "position_ids")
     return arrays
+
+
+def _refuse_repeated_fields(body: bytes | bytearray) -> None:
+    """Refuse a body that gives a field twice. orjson keeps the last silently and cannot
+    say, so a body where that is possible (a field's quoted name occurs twice, or a
+    backslash could spell one another way) is parsed again by the standard library, which
+    reports every object's keys; for any other body this costs a few scans of its bytes."""
+    if b"\\" not in body and all(body.count(field) < 2 for field in _QUOTED_FIELDS):
+        return
+    repeated: list[str | None] = []
+
+    def first_repeated(pairs: list[tuple[str, Any]]) -> None:
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                repeated.append(key)
+                return
+            seen.add(key)
+        repeated.append(None)
+
+    try:
+        stdlib_json.loads(body, object_pairs_hook=first_repeated)
+    except (ValueError, RecursionError):  # orjson read it: the standard library must too
+        raise MalformedBody("not valid JSON") from None
+    if repeated and repeated[-1] is not None:  # the outermost object comes last
+        raise InvalidInput(shown(repeated[-1]), "appears more than once in the body")
+
+
+def _shape(value: object, name: str) -> tuple[tuple[int, ...], set[type]]:
+    """The shape of nested lists of numbers, and the types of their numbers. Level by
+    level, so that numpy never sees anything but rectangular lists of ints and floats."""
+    if type(value) is not list:
+        raise InvalidInput(name, "must be a list of numbers (nested lists for more dimensions)")
+    level: list[list[Any]] = [value]
+    shape: list[int] = []
+    while True:
+        lengths = set(map(len, level))
+        if len(lengths) > 1:
+            raise InvalidInput(name, "is ragged: every row must have the same length")
+        shape.append(lengths.pop())
+        kinds = set(map(type, itertools.chain.from_iterable(level)))
+        if kinds != {list}:
+            break
+        if len(shape) == MAX_DIMS:
+            raise InvalidInput(
+                name, f"is nested too deeply: it may have at most {MAX_DIMS} dimensions"
+            )
+        level = list(itertools.chain.from_iterable(level))
+    if list in kinds:
+        raise InvalidInput(name, "is ragged: it mixes lists and numbers at the same depth")
+    for kind, words in _NOT_NUMBERS.items():
+        if kind in kinds:
+            raise InvalidInput(name, f"holds {words}")
+    if not kinds <= {int, float}:
+        raise InvalidInput(name, "must hold numbers only")
+    return tuple(shape), kinds
+
+
+def _floats(value: object, name: str, dtype: str) -> NDArray[Any]:
+    _shape(value, name)
+    try:
+        with np.errstate(over="ignore"):
+            array = np.array(value, dtype=dtype)
+    except OverflowError:  # an int too large for a float: orjson makes floats of those
+        raise InvalidInput(name, f"holds numbers outside the {dtype} range") from None
+    if not np.isfinite(array).all():
+        raise InvalidInput(name, f"holds numbers outside the {dtype} range")
+    return array
+
+
+def _integers(value: object, name: str) -> NDArray[np.int64]:
+    _, kinds = _shape(value, name)
+    if float in kinds:
+        floats = (x for x in _leaves(value) if type(x) is float)
+        first = next(floats)
+        if first.is_integer() and abs(first) >= 2**63:
+            # orjson reads an integer outside int64 and uint64 as a float
+            raise InvalidInput(name, "holds an integer outside the int64 range")
+        raise InvalidInput(
+            name, f"must be integers, written without a decimal point or exponent: {first}"
+        )
+    try:
+        return np.array(value, dtype=np.int64)
+    except OverflowError:
+        raise InvalidInput(name, "holds an integer outside the int64 range") from None
+
+
+def _leaves(value: Any) -> Any:
+    while value and type(value[0]) is list:
+        value = list(itertools.chain.from_iterable(value))
+    return value

@@ -1,20 +1,55 @@
 """``.npy`` files (NumPy's format): written with ``numpy.lib.format``'s own header writer,
-read without ever unpickling."""
+read without ever unpickling. A posted header is parsed here, not by numpy: its grammar is
+the small one numpy writes (a dict of strings, booleans and tuples of integers), so no
+client text reaches ``ast`` or ``eval`` and a header cannot cost more than its length."""
 
 from __future__ import annotations
 
 import io
 import math
+import re
+import sys
 from typing import Any, Final
 
 import numpy as np
 from numpy.lib import format as npy_format
 from numpy.typing import NDArray
 
-from service.codecs.types import MEDIA_TYPES, Buffer, Encoded, Parts, little_endian, shape_of
+from service.codecs.types import (
+    MAX_DIMS,
+    MEDIA_TYPES,
+    Buffer,
+    Encoded,
+    Parts,
+    little_endian,
+    shape_of,
+    shown,
+)
 from service.errors import InvalidInput, MalformedBody
 
-_HEADER_LIMIT: Final = 12 + 10000  # numpy's own cap on a header's size
+_MAGIC: Final = b"\x93NUMPY"
+_HEADER_LIMIT: Final = 10_000  # numpy's own cap on a header's size (max_header_size)
+_LENGTH_BYTES: Final = {(1, 0): 2, (2, 0): 4}  # 3.0 (a UTF-8 header) is not read
+_KEYS: Final = ("descr", "fortran_order", "shape")
+# A header's dict holds a descr list of field tuples, each with a shape: deeper is never one.
+_NESTING: Final = 4
+_TOKEN: Final = re.compile(
+    r"""\s*(?:'([^'\\\n]*)'|"([^"\\\n]*)"|(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"""
+    r"""|(True|False)|([{}()\[\]:,]))"""
+)
+_DIGITS: Final = 40  # int() of a long run of digits costs, and 2**64 has 20
+_REAL: Final = re.compile(r"[<>|=]?[fiu]\d{0,2}")
+_KIND: Final = re.compile(r"[<>|=]?([a-zA-Z])(\d*)")
+_KINDS: Final = {
+    "b": "booleans",
+    "U": "strings",
+    "S": "bytes",
+    "a": "bytes",
+    "V": "raw bytes (void)",
+    "M": "datetimes",
+    "m": "timedeltas",
+}
+_REAL_NUMBERS: Final = "must hold real numbers (float16, float32, float64 or integers)"
 
 
 def header(shape: tuple[int, ...], dtype: np.dtype[Any]) -> bytes:
@@ -40,25 +75,17 @@ def encode(parts: Parts) -> Encoded:
 
 def decode(body: Buffer, name: str = "embeddings") -> NDArray[Any]:
     """The array in an ``.npy`` body, without copying its data (the result is a view of
-    ``body``). Never unpickles: arrays of Python objects are refused."""
+    ``body``). Only real numbers (float and integer dtypes) are read: anything else is
+    :class:`InvalidInput`, and a file that is not ``.npy`` :class:`MalformedBody`."""
     view = memoryview(body)
-    if view[:6].tobytes() != b"\x93NUMPY":
+    if view[:6].tobytes() != _MAGIC:
         raise MalformedBody(f"{name}: not an .npy file (it does not start with the .npy magic)")
-    head = io.BytesIO(view[:_HEADER_LIMIT].tobytes())
     try:
-        version = npy_format.read_magic(head)
-        if version == (1, 0):
-            shape, fortran, dtype = npy_format.read_array_header_1_0(head)
-        elif version == (2, 0):
-            shape, fortran, dtype = npy_format.read_array_header_2_0(head)
-        else:
-            raise ValueError(f"version {version} is not supported; use 1.0 or 2.0")
-    except (ValueError, OSError, EOFError) as exc:
+        fields, offset = _header(view)
+    except _Unreadable as exc:
         raise MalformedBody(f"{name}: not a readable .npy file: {exc}") from None
-    if dtype.hasobject:
-        raise InvalidInput(name, "holds Python objects, which are never unpickled; send numbers")
+    shape, fortran, dtype = _check(fields, name)
     count = math.prod(shape)
-    offset = head.tell()
     expected = count * dtype.itemsize
     if len(view) - offset != expected:
         raise MalformedBody(
@@ -67,3 +94,165 @@ def decode(body: Buffer, name: str = "embeddings") -> NDArray[Any]:
         )
     flat = np.frombuffer(view, dtype=dtype, count=count, offset=offset)
     return flat.reshape(shape, order="F" if fortran else "C")
+
+
+class _Unreadable(Exception):
+    """Why a header cannot be read (the message ends up in a :class:`MalformedBody`)."""
+
+
+def _header(view: memoryview) -> tuple[object, int]:
+    """The header's value, parsed, and where the data starts."""
+    if len(view) < 8:
+        raise _Unreadable("its header is truncated")
+    version = (view[6], view[7])
+    width = _LENGTH_BYTES.get(version)
+    if width is None:
+        raise _Unreadable(f"version {version[0]}.{version[1]} is not supported; use 1.0 or 2.0")
+    if len(view) < 8 + width:
+        raise _Unreadable("its header is truncated")
+    length = int.from_bytes(view[8 : 8 + width], "little")
+    if length > _HEADER_LIMIT:
+        raise _Unreadable(f"its header is {length:,} bytes long, over numpy's {_HEADER_LIMIT:,}")
+    start = 8 + width
+    if len(view) < start + length:
+        raise _Unreadable(
+            f"its header is truncated: {length:,} bytes long, the file holds "
+            f"{len(view) - start:,} after its length"
+        )
+    text = view[start : start + length].tobytes().decode("latin-1").rstrip()
+    tokens = _tokens(text)
+    value, at = _literal(tokens, 0, 0)
+    if at != len(tokens):
+        raise _Unreadable("its header goes on after its dictionary")
+    return value, start + length
+
+
+_Token = tuple[str, object]
+
+
+def _tokens(text: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    at = 0
+    while at < len(text):
+        match = _TOKEN.match(text, at)
+        if match is None:
+            raise _Unreadable(f"its header holds something numpy never writes at character {at}")
+        single, double, number, boolean, punctuation = match.groups()
+        if number is not None:
+            if len(number) > _DIGITS:
+                raise _Unreadable(f"its header holds a number of more than {_DIGITS} characters")
+            exact = number.isdigit() or number[1:].isdigit()
+            tokens.append(("value", int(number) if exact else float(number)))
+        elif boolean is not None:
+            tokens.append(("value", boolean == "True"))
+        elif punctuation is not None:
+            tokens.append(("punctuation", punctuation))
+        else:
+            tokens.append(("value", single if single is not None else double))
+        at = match.end()
+    return tokens
+
+
+def _literal(tokens: list[_Token], at: int, depth: int) -> tuple[object, int]:
+    """The value that starts at token ``at``, and the index of the token after it: the
+    Python literals numpy writes (a dict, tuples, lists, strings, numbers, booleans)."""
+    if depth > _NESTING:
+        raise _Unreadable("its header is nested too deeply")
+    if at >= len(tokens):
+        raise _Unreadable("its header ends early")
+    kind, value = tokens[at]
+    if kind == "value":
+        return value, at + 1
+    closing = {"{": "}", "(": ")", "[": "]"}.get(str(value))
+    if closing is None:
+        raise _Unreadable(f"its header has a '{value}' where a value belongs")
+    items: list[object] = []
+    keys: dict[str, None] = {}
+    at += 1
+    commas = 0
+    while at < len(tokens) and tokens[at] != ("punctuation", closing):
+        if value == "{":
+            key, at = _literal(tokens, at, depth + 1)
+            if not isinstance(key, str) or key in keys:
+                raise _Unreadable("its header's keys must be distinct strings")
+            keys[key] = None
+            at = _expect(tokens, at, ":")
+        item, at = _literal(tokens, at, depth + 1)
+        items.append(item)
+        if at < len(tokens) and tokens[at] == ("punctuation", closing):
+            break
+        at = _expect(tokens, at, ",")
+        commas += 1
+    at = _expect(tokens, at, closing)
+    if value == "{":
+        return dict(zip(keys, items, strict=True)), at
+    if value == "[":
+        return items, at
+    if len(items) == 1 and not commas:
+        return items[0], at  # (3) is 3, not a tuple
+    return tuple(items), at
+
+
+def _expect(tokens: list[_Token], at: int, punctuation: str) -> int:
+    if at >= len(tokens):
+        raise _Unreadable("its header ends early")
+    if tokens[at] != ("punctuation", punctuation):
+        raise _Unreadable(f"its header lacks a '{punctuation}'")
+    return at + 1
+
+
+def _check(fields: object, name: str) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """The shape, order and dtype a parsed header describes, if it is one numpy would read
+    and of an array of real numbers."""
+    unreadable = f"{name}: not a readable .npy file:"
+    if not isinstance(fields, dict):
+        raise MalformedBody(f"{unreadable} its header is not a dictionary")
+    if sorted(fields) != sorted(_KEYS):
+        raise MalformedBody(
+            f"{unreadable} its header must have the keys descr, fortran_order and shape, "
+            "and no others"
+        )
+    fortran, shape = fields["fortran_order"], fields["shape"]
+    if not isinstance(fortran, bool):
+        raise MalformedBody(f"{unreadable} fortran_order must be True or False")
+    if not isinstance(shape, tuple):
+        raise MalformedBody(f"{unreadable} shape must be a tuple of integers")
+    if not all(type(size) is int for size in shape):
+        raise MalformedBody(f"{unreadable} shape must hold integers only")
+    if len(shape) > MAX_DIMS:
+        raise MalformedBody(
+            f"{unreadable} shape has {len(shape)} dimensions; numpy allows at most {MAX_DIMS}"
+        )
+    if any(size < 0 for size in shape):
+        raise MalformedBody(f"{unreadable} shape {shape} has a negative dimension")
+    dtype = _dtype(fields["descr"], name)
+    # numpy's own bound, which counts the dimensions that are not zero
+    if math.prod(max(size, 1) for size in shape) * dtype.itemsize > sys.maxsize:
+        raise MalformedBody(f"{unreadable} shape {shape} is too large for any array")
+    return shape, fortran, dtype
+
+
+def _dtype(descr: object, name: str) -> np.dtype[Any]:
+    if isinstance(descr, list | tuple):
+        raise InvalidInput(name, f"{_REAL_NUMBERS}, not a structured or subarray dtype")
+    if not isinstance(descr, str):
+        raise MalformedBody(f"{name}: not a readable .npy file: its descr is not a dtype")
+    if _REAL.fullmatch(descr):
+        try:
+            dtype = np.dtype(descr)
+        except TypeError:
+            dtype = None
+        if dtype is None or dtype.kind not in "fiu" or dtype.itemsize == 0 or dtype.shape:
+            raise MalformedBody(
+                f"{name}: not a readable .npy file: its descr '{descr}' is not a dtype"
+            )
+        return dtype
+    kind = _KIND.match(descr)
+    letter = kind[1] if kind else ""
+    if letter == "O":
+        raise InvalidInput(name, "holds Python objects, which are never unpickled; send numbers")
+    if letter == "c":
+        what = f"complex{8 * int(kind[2])}" if kind and kind[2] else "complex numbers"
+    else:
+        what = _KINDS.get(letter, f"the dtype '{shown(descr)}'")
+    raise InvalidInput(name, f"{_REAL_NUMBERS}, not {what}")

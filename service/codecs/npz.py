@@ -1,19 +1,44 @@
-"""``.npz`` archives (several named ``.npy`` members in a zip file), read within a limit
-on their decompressed size."""
+"""``.npz`` archives (several named ``.npy`` members in a zip file), read within limits:
+at most :data:`MAX_MEMBERS` members, counted from the archive's end record before zipfile
+reads its central directory; each member named once, stored or deflated (as numpy writes
+them: zipfile inflates bzip2 and lzma without bounding their output), and at most ``size``
+bytes in all once decompressed."""
 
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 import zlib
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
 from service.codecs import npy
-from service.codecs.types import MEDIA_TYPES, Buffer, Encoded, little_endian
+from service.codecs.types import MEDIA_TYPES, Buffer, Encoded, little_endian, shown
 from service.errors import InvalidInput, Limit, MalformedBody
+
+MAX_MEMBERS: Final = 16
+# The central directory's bytes: 16 entries of numpy's are about 1,500.
+_MAX_DIRECTORY: Final = 64 << 10
+_END: Final = struct.Struct("<4s4H2LH")  # end of central directory record
+_LOCATOR: Final = struct.Struct("<4sLQL")  # ZIP64 end of central directory locator
+_END64: Final = struct.Struct("<4sQ2H2L4Q")  # ZIP64 end of central directory record
+_READ: Final = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
+_METHODS: Final = {9: "deflate64", 12: "bzip2", 14: "lzma", 93: "zstandard", 98: "ppmd"}
+# What zipfile and its decompressors raise on a damaged archive.
+_DAMAGED: Final = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,  # UnicodeDecodeError among them: a name flagged UTF-8 that is not
+    RuntimeError,  # NotImplementedError among them: a newer zip version
+    struct.error,
+    OverflowError,
+)
 
 
 def encode(**arrays: NDArray[Any]) -> Encoded:
@@ -29,25 +54,104 @@ def decode(
 ) -> dict[str, NDArray[Any]]:
     """The arrays of an archive whose members are among ``members`` (``required`` ones
     present), holding at most ``size`` bytes once decompressed."""
+    _check_directory(memoryview(body))
+    data: dict[str, bytes] = {}
     try:
-        archive = zipfile.ZipFile(io.BytesIO(body))
-        found = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
-        unknown = sorted(set(found) - set(members))
-        if unknown:
-            raise InvalidInput(
-                unknown[0], f"is not a member this endpoint reads ({', '.join(members)})"
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            found = _members(archive.infolist(), members, required)
+            room = size.value
+            for name, info in found.items():
+                with archive.open(info) as member:
+                    data[name] = member.read(room + 1)
+                room -= len(data[name])
+                size.check_body("the decompressed .npz archive", size.value - room)
+    except _DAMAGED as exc:
+        raise MalformedBody(f"not a readable .npz archive: {_damage(exc)}") from None
+    return {name: npy.decode(member, name) for name, member in data.items()}
+
+
+def _check_directory(body: memoryview) -> None:
+    """Refuse an archive whose end record (found as zipfile finds it) lists more than
+    :data:`MAX_MEMBERS` entries or a central directory too large to hold only those."""
+    end = len(body) - _END.size
+    uncommented = (
+        end >= 0 and _bytes(body, end, 4) == b"PK\x05\x06" and _bytes(body, end + 20, 2) == b"\0\0"
+    )
+    if not uncommented:
+        lowest = max(len(body) - (1 << 16) - _END.size, 0)  # the comment is at most 64 KiB
+        end = body[lowest:].tobytes().rfind(b"PK\x05\x06")
+        if end < 0 or lowest + end + _END.size > len(body):
+            raise MalformedBody("not a readable .npz archive: it has no zip end record")
+        end += lowest
+    *_, entries, directory, _, _ = _END.unpack_from(body, end)
+    locator = max(end - _LOCATOR.size, 0)
+    if _bytes(body, locator, 4) == b"PK\x06\x07" and len(body) - locator >= _LOCATOR.size:
+        record = max(locator - _END64.size, 0)
+        if _bytes(body, record, 4) == b"PK\x06\x06" and len(body) - record >= _END64.size:
+            *_, entries, directory, _ = _END64.unpack_from(body, record)
+    if entries > MAX_MEMBERS:
+        raise MalformedBody(
+            f"the .npz archive lists {entries:,} members; at most {MAX_MEMBERS} are read"
+        )
+    if directory > _MAX_DIRECTORY:
+        raise MalformedBody(
+            f"the .npz archive's central directory is {directory:,} bytes; at most "
+            f"{_MAX_DIRECTORY:,} are read"
+        )
+
+
+def _bytes(body: memoryview, start: int, length: int) -> bytes:
+    return body[start : start + length].tobytes()
+
+
+def _members(
+    infos: list[zipfile.ZipInfo], members: tuple[str, ...], required: tuple[str, ...]
+) -> dict[str, zipfile.ZipInfo]:
+    """The archive's members by name (without ``.npy``), each once, all readable."""
+    if len(infos) > MAX_MEMBERS:  # the end record understated them
+        raise MalformedBody(
+            f"the .npz archive holds {len(infos):,} members; at most {MAX_MEMBERS} are read"
+        )
+    found: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        name = info.filename.removesuffix(".npy")
+        if name in found:
+            raise InvalidInput(shown(name), "appears more than once in the .npz archive")
+        found[name] = info
+    unknown = sorted(set(found) - set(members))
+    if unknown:
+        raise InvalidInput(
+            shown(unknown[0]), f"is not a member this endpoint reads ({', '.join(members)})"
+        )
+    for name in required:
+        if name not in found:
+            raise InvalidInput(name, "is required in the .npz archive")
+    for name, info in found.items():
+        if info.flag_bits & 0x1:
+            raise MalformedBody(f"{name}: the .npz member is encrypted; send it unencrypted")
+        if info.compress_type not in _READ:
+            method = info.compress_type
+            known = f" ({_METHODS[method]})" if method in _METHODS else ""
+            raise MalformedBody(
+                f"{name}: the .npz member is compressed with method {method}{known}; "
+                "only stored and deflated members are read, as numpy writes them"
             )
-        for name in required:
-            if name not in found:
-                raise InvalidInput(name, "is required in the .npz archive")
-        arrays: dict[str, NDArray[Any]] = {}
-        room = size.value
-        for name, info in found.items():
-            with archive.open(info) as member:
-                data = member.read(room + 1)
-            room -= len(data)
-            size.check_body("the decompressed .npz archive", size.value - room)
-            arrays[name] = npy.decode(data, name)
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
-        raise MalformedBody(f"not a readable .npz archive: {exc}") from None
-    return arrays
+    return found
+
+
+def _damage(exc: Exception) -> str:
+    """What is wrong, in words that quote nothing of zipfile's own objects."""
+    text = str(exc)
+    if isinstance(exc, UnicodeDecodeError):
+        return "a member's name is marked UTF-8 but is not valid UTF-8"
+    if "CRC" in text:
+        return "a member's data fails its CRC-32 check"
+    if "differ" in text:
+        return "a member's name differs between its local header and the central directory"
+    if isinstance(exc, zlib.error):
+        return "a member's deflated data is corrupt"
+    if isinstance(exc, EOFError):
+        return "a member's data ends early"
+    if isinstance(exc, zipfile.BadZipFile | NotImplementedError) and text.isprintable():
+        return text.rstrip(".") if "'" not in text and "<" not in text else "it is damaged"
+    return "it is damaged"

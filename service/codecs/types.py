@@ -25,6 +25,13 @@ Encoded = tuple[Headers, bytes]
 # An array given as consecutive blocks of rows (as the cache holds a table): their
 # concatenation along the first axis, which the encoders write without making it.
 Parts = list[NDArray[Any]]
+# numpy's own limit on an array's dimensions (NPY_MAXDIMS); the decoders refuse more.
+MAX_DIMS: Final = 64
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """``text``, which a client sent, cut to ``limit`` characters to quote in a message."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def little_endian(array: NDArray[Any]) -> NDArray[Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import orjson
 import pytest
@@ -10,7 +12,7 @@ from service.codecs import json
 from service.encodings import registry
 from service.encodings.registry import DTYPES, DType
 from service.encodings.sinusoidal import SinusoidalKey
-from service.errors import Limit
+from service.errors import InvalidInput, Limit, MalformedBody
 
 
 def encoding(
@@ -70,3 +72,177 @@ def test_the_number_count_is_bounded_before_parsing() -> None:
     with pytest.raises(Exception, match="PE_X") as caught:
         json.decode(b'{"embeddings": [[1, 2, 3]]}', Limit(2, "PE_X"))
     assert getattr(caught.value, "status", None) == 422
+
+
+ROOMY = Limit(1 << 20, "PE_MAX_JSON_ELEMENTS")
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"1.0" + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "words"),
+    [
+        pytest.param(b'{"embeddings": [[1.0, "2"]]}', "embeddings", "strings", id="string"),
+        pytest.param(b'{"embeddings": [[1.0, true]]}', "embeddings", "true", id="true"),
+        pytest.param(b'{"embeddings": [[false, 1.0]]}', "embeddings", "false", id="false"),
+        pytest.param(b'{"embeddings": [[1.0, null]]}', "embeddings", "null", id="null"),
+        pytest.param(b'{"embeddings": [[1.0, {}]]}', "embeddings", "objects", id="object"),
+        pytest.param(b'{"embeddings": [["1.5", 2]]}', "embeddings", "strings", id="numeric-text"),
+        pytest.param(b'{"embeddings": [[1.0], 2.0]}', "embeddings", "ragged", id="list-and-number"),
+        pytest.param(b'{"embeddings": [[1.0, 2.0], [3.0]]}', "embeddings", "ragged", id="ragged"),
+        pytest.param(
+            b'{"embeddings": [[[1.0]], [1.0]]}', "embeddings", "ragged", id="ragged-depth"
+        ),
+        pytest.param(b'{"embeddings": "abc"}', "embeddings", "list", id="a-string"),
+        pytest.param(b'{"embeddings": 1.0}', "embeddings", "list", id="a-number"),
+        pytest.param(b'{"embeddings": null}', "embeddings", "list", id="null-embeddings"),
+        pytest.param(
+            b'{"embeddings": ' + nested(70) + b"}", "embeddings", "64 dimensions", id="70-deep"
+        ),
+        pytest.param(
+            b'{"embeddings": [[1e39]]}', "embeddings", "float32 range", id="float32-range"
+        ),
+        pytest.param(
+            b'{"embeddings": [[1e300]], "dtype": "float16"}',
+            "embeddings",
+            "float16 range",
+            id="float16-range",
+        ),
+        pytest.param(
+            b'{"embeddings": [[70000]], "dtype": "float16"}',
+            "embeddings",
+            "float16 range",
+            id="float16-integer-range",
+        ),
+        pytest.param(b'{"embeddings": [[1.0]], "dtype": "true"}', "dtype", "float16", id="dtype"),
+        pytest.param(b'{"embeddings": [[1.0]], "dtype": null}', "dtype", "float16", id="no-dtype"),
+        pytest.param(b'{"embeddings": [[1.0]], "null": 1}', "null", "not a field", id="key-null"),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "position_ids": [1.5]}',
+            "position_ids",
+            "integers",
+            id="fractional-id",
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "position_ids": [1.0]}',
+            "position_ids",
+            "integers",
+            id="float-id",
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "position_ids": [true]}',
+            "position_ids",
+            "true",
+            id="boolean-id",
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "position_ids": [18446744073709551616]}',
+            "position_ids",
+            "int64 range",
+            id="id-over-2**64",
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "position_ids": [9223372036854775808]}',
+            "position_ids",
+            "int64 range",
+            id="id-2**63",
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "position_ids": [-9223372036854775809]}',
+            "position_ids",
+            "int64 range",
+            id="id-below-int64",
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "position_ids": "0"}', "position_ids", "list", id="ids-text"
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "embeddings": [[2.0]]}',
+            "embeddings",
+            "more than once",
+            id="duplicate-key",
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "embedd\\u0069ngs": [[2.0]]}',
+            "embeddings",
+            "more than once",
+            id="duplicate-escaped-key",
+        ),
+        pytest.param(
+            b'{"dtype": "float64", "embeddings": [[1.0]], "dtype": "float16"}',
+            "dtype",
+            "more than once",
+            id="duplicate-dtype",
+        ),
+        pytest.param(
+            b'{"embeddings": [[1.0]], "position_ids": [0], "position_ids": [1]}',
+            "position_ids",
+            "more than once",
+            id="duplicate-ids",
+        ),
+    ],
+)
+def test_bad_bodies_name_their_field(body: bytes, name: str, words: str) -> None:
+    with pytest.raises(InvalidInput, match=words) as caught:
+        json.decode(body, ROOMY)
+    assert caught.value.name == name
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        pytest.param(b'{"embeddings": ' + nested(1100) + b"}", "deep", id="1100-deep"),
+        pytest.param(b'{"embeddings": [[NaN]]}', "NaN", id="nan"),
+        pytest.param(b'{"embeddings": [[1e999]]}', "JSON", id="overflow"),
+        pytest.param(b'{"embeddings": [[1.0]]', "JSON", id="truncated"),
+        pytest.param(b'{"embeddings": [[1.0]], "dtype": "\xff"}', "JSON", id="not-utf8"),
+    ],
+)
+def test_bodies_that_are_not_json_are_malformed(body: bytes, words: str) -> None:
+    with pytest.raises(MalformedBody, match=words):
+        json.decode(body, ROOMY)
+
+
+def test_strings_never_become_a_numpy_array() -> None:
+    """numpy makes a fixed-width array of the longest string: 100 kB posted, 400 MB built."""
+    body = orjson.dumps({"embeddings": ["x" * 100_000, *[""] * 999]})
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidInput, match="strings"):
+            json.decode(body, ROOMY)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(body) + (1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("body", "shape"),
+    [
+        pytest.param(b'{"embeddings": []}', (0,), id="empty"),
+        pytest.param(b'{"embeddings": [[], []]}', (2, 0), id="empty-rows"),
+        pytest.param(b'{"embeddings": ' + nested(64) + b"}", (1,) * 64, id="64-deep"),
+        pytest.param(b'{"embeddings": [[1, 2.5], [18446744073709551615, -3]]}', (2, 2), id="ints"),
+        pytest.param(b'{"embeddings": [[1.0]], "position_ids": null}', (1, 1), id="ids-null"),
+        pytest.param(b'{"embeddings": [[1.0]], "dtype": "true\\u0020"}', None, id="escaped-value"),
+    ],
+)
+def test_good_bodies_decode(body: bytes, shape: tuple[int, ...] | None) -> None:
+    if shape is None:
+        with pytest.raises(InvalidInput, match="float16") as caught:
+            json.decode(body, ROOMY)
+        assert caught.value.name == "dtype"
+        return
+    arrays = json.decode(body, ROOMY)
+    assert arrays["embeddings"].shape == shape
+    assert arrays["embeddings"].dtype == np.float32
+    assert list(arrays) == ["embeddings"]
+
+
+def test_position_ids_are_int64() -> None:
+    body = b'{"embeddings": [[1.0], [2.0]], "position_ids": [0, 9223372036854775807]}'
+    ids = json.decode(body, ROOMY)["position_ids"]
+    assert ids.dtype == np.int64
+    assert ids.tolist() == [0, 2**63 - 1]

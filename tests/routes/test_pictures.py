@@ -133,7 +133,10 @@ def test_bad_picture_parameters_are_named(
     [
         pytest.param("max_len=10&d_model=4&width=2049", "PE_MAX_IMAGE_WIDTH", id="width"),
         pytest.param("max_len=10&d_model=4&height=4096", "PE_MAX_IMAGE_HEIGHT", id="height"),
-        pytest.param("max_len=100000&d_model=1000000", "PE_MAX_ELEMENTS", id="table"),
+        pytest.param(
+            "max_len=100000&d_model=65536&width=2048&height=2048", "PE_MAX_ELEMENTS", id="table"
+        ),
+        pytest.param("max_len=10&d_model=1000000", "PE_MAX_WIDTH", id="row-width"),
         pytest.param(
             "max_len=2147483649&d_model=4&start=2147483640", "PE_MAX_POSITION", id="position"
         ),

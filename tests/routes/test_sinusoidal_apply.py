@@ -19,7 +19,7 @@ from service.encodings.registry import DTYPES
 from service.encodings.sinusoidal import LAYOUTS, SinusoidalKey
 from service.settings import Settings
 from tests import oracle
-from tests.support import APPLY, assert_problem, in_process, load, npy_bytes
+from tests.support import APPLY, assert_problem, in_process, load, npy_bytes, npz_bytes
 
 NPY = {"content-type": "application/x-npy"}
 JSON = {"content-type": "application/json"}
@@ -213,7 +213,9 @@ BAD_BODIES = [
         JSON, b'{"embeddings": [[1.0, 2.0], [3.0]]}', "embeddings", 422, "ragged", id="ragged"
     ),
     pytest.param(JSON, b'{"embeddings": [[1.0, "2"]]}', "embeddings", 422, "numbers", id="string"),
-    pytest.param(JSON, b'{"embeddings": [[1.0, true]]}', "body", 422, "not numbers", id="boolean"),
+    pytest.param(
+        JSON, b'{"embeddings": [[1.0, true]]}', "embeddings", 422, "not numbers", id="boolean"
+    ),
     pytest.param(JSON, b'{"embeddings": [[1.0, {}]]}', "embeddings", 422, "", id="object-in-list"),
     pytest.param(
         JSON,
@@ -442,3 +444,17 @@ def test_a_body_past_the_limit_is_413(small_api: httpx.Client) -> None:
     response = small_api.post(APPLY, content=b"\0" * 100_001, headers=NPY)
     assert response.status_code == 413
     assert response.json()["setting"] == "PE_MAX_BODY_BYTES"
+
+
+@pytest.mark.parametrize("position_ids", [None, [0, 1]], ids=["offset", "dense-ids"])
+def test_a_batch_wider_than_pe_max_width_is_refused(position_ids: list[int] | None) -> None:
+    batch = np.ones((2, 9), np.float32)
+    body = (
+        npy_bytes(batch)
+        if position_ids is None
+        else npz_bytes(embeddings=batch, position_ids=np.array(position_ids))
+    )
+    kind = "application/x-npy" if position_ids is None else "application/x-npz"
+    with in_process(create_app(Settings(max_width=8))) as http:
+        response = http.post(APPLY, content=body, headers={"content-type": kind})
+    assert assert_problem(response, 422, "PE_MAX_WIDTH")["requested"] == 9

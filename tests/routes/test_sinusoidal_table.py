@@ -9,11 +9,13 @@ import httpx
 import numpy as np
 import pytest
 
+from service.app import create_app
 from service.encodings import registry
 from service.encodings.registry import DTYPES
 from service.encodings.sinusoidal import SinusoidalKey
+from service.settings import Settings
 from tests import oracle
-from tests.support import TABLE, assert_problem, cache_stats, load, table_url
+from tests.support import TABLE, assert_problem, cache_stats, in_process, load, table_url
 
 
 def test_the_seeds_worked_example_over_http(api: httpx.Client) -> None:
@@ -234,9 +236,9 @@ def test_invalid_parameters_are_named(api: httpx.Client, query: str, name: str) 
 
 def test_the_element_limit_is_enforced_before_allocating(api: httpx.Client) -> None:
     before = cache_stats(api)
-    response = api.get(table_url(max_len=10_000_000, d_model=100_000))
+    response = api.get(table_url(max_len=10_000_000, d_model=50_000))
     document = assert_problem(response, 422, "PE_MAX_ELEMENTS")
-    assert (document["limit"], document["requested"]) == (1 << 26, 10**12)
+    assert (document["limit"], document["requested"]) == (1 << 26, 5 * 10**11)
     assert document["setting"] == "PE_MAX_ELEMENTS"
     after = cache_stats(api)
     assert (after["misses"], after["bytes"]) == (before["misses"], before["bytes"])
@@ -247,7 +249,7 @@ def test_the_element_limit_is_on_the_rows_returned_not_the_table(api: httpx.Clie
     response = api.get(
         table_url(
             max_len=2**31 - 1,
-            d_model=100_000,
+            d_model=60_000,
             start=2**31 - 11,
             stop=2**31 - 1,
             dim_stop=4,
@@ -255,7 +257,7 @@ def test_the_element_limit_is_on_the_rows_returned_not_the_table(api: httpx.Clie
         )
     )
     assert response.status_code == 200, response.text
-    rows = registry.rows(SinusoidalKey(100_000), 2**31 - 11, 2**31 - 1)[:, :4]
+    rows = registry.rows(SinusoidalKey(60_000), 2**31 - 11, 2**31 - 1)[:, :4]
     assert np.array_equal(load(response), rows)
 
 
@@ -294,8 +296,18 @@ def test_a_far_slice_is_the_same_block_as_near_it(api: httpx.Client) -> None:
     assert np.array_equal(far, around[10:20])
 
 
-def test_an_absurd_integer_is_a_limit_not_a_crash(api: httpx.Client) -> None:
-    assert_problem(api.get(table_url(max_len=10**40, d_model=10**40)), 422, "PE_MAX_ELEMENTS")
+@pytest.mark.parametrize(
+    ("query", "setting"),
+    [
+        pytest.param(f"max_len={10**40}&d_model=4", "PE_MAX_ELEMENTS", id="rows"),
+        pytest.param(f"max_len=10&d_model={10**40}", "PE_MAX_WIDTH", id="width"),
+        pytest.param(f"max_len={10**40}&d_model={10**40}", "PE_MAX_WIDTH", id="both"),
+    ],
+)
+def test_an_absurd_integer_is_a_limit_not_a_crash(
+    api: httpx.Client, query: str, setting: str
+) -> None:
+    assert_problem(api.get(f"{TABLE}?{query}"), 422, setting)
 
 
 def test_limits_name_their_settings(small_api: httpx.Client) -> None:
@@ -361,8 +373,23 @@ def test_wrong_method_is_a_405_problem(api: httpx.Client) -> None:
     assert response.headers["allow"] == "GET"
 
 
-def test_cache_statistics(api: httpx.Client) -> None:
-    """Pages of a key are counted once: a shorter table after a longer one is all hits."""
+def test_cache_statistics() -> None:
+    """Pages of a key are counted once: a shorter table after a longer one is all hits.
+    (A fresh app: the listing holds the largest tables, and this one is small.)"""
+    with in_process(create_app(Settings())) as api:
+        _check_cache_statistics(api)
+
+
+def test_the_cache_listing_is_bounded(api: httpx.Client) -> None:
+    for base in range(30):
+        api.get(table_url(max_len=1, d_model=2, base=1000 + base)).raise_for_status()
+    stats = cache_stats(api)
+    assert len(stats["tables"]) == 20 < 30 <= stats["tables_total"]
+    sizes = [table["bytes"] for table in stats["tables"]]
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def _check_cache_statistics(api: httpx.Client) -> None:
     before = cache_stats(api)
     api.get(table_url(max_len=64, d_model=6, base=3.5, layout="split", dtype="float16"))
     middle = cache_stats(api)
