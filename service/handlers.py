@@ -88,7 +88,8 @@ async def rows(runtime: Runtime, key: Key, start: int, stop: int) -> Parts:
     computed in a worker thread."""
     parts = runtime.cache.peek(key, start, stop)
     if parts is None:
-        parts = await runtime.offload(runtime.cache.rows, key, start, stop)
+        elements = (stop - start) * key.width
+        parts = await runtime.compute(elements, runtime.cache.rows, key, start, stop)
     return parts
 
 
@@ -118,7 +119,7 @@ async def table(
             elements <= _INLINE_JSON_ELEMENTS if fmt == "json" else nbytes <= _INLINE_BINARY_BYTES
         )
         encode = functools.partial(_encode, fmt, fields, sliced, "data", gzip)
-        headers, body = encode() if inline else await runtime.offload(encode)
+        headers, body = encode() if inline else await runtime.compute(elements, encode)
     except BaseException:
         if permits is not None:
             permits.release()

@@ -63,7 +63,7 @@ def test_any_familys_table_by_its_key(client: Client) -> None:
 
 def test_errors_carry_the_problem(client: Client) -> None:
     with pytest.raises(ProblemError) as caught:
-        client.table(10**7, 10**5)
+        client.table(10**7, 10**4)
     assert caught.value.status == 422
     assert caught.value.problem["setting"] == "PE_MAX_ELEMENTS"
     assert caught.value.type.endswith("limit-exceeded")
@@ -100,8 +100,8 @@ def test_async_client(live_url: str) -> None:
                 assert np.array_equal(table, encoding(0, 20, d_model))
             y = await pe.apply(np.ones((4, 4), np.float32), scale=1.0)
             assert np.array_equal(y, 1 + encoding(0, 4, 4))
-            tables = (await pe.cache_stats())["tables"]
-            assert {t["key"]["d_model"] for t in tables} >= {4, 5, 6}
+            stats = await pe.cache_stats()
+            assert stats["tables_total"] >= len(stats["tables"]) >= 1
             with pytest.raises(ProblemError):
                 await pe.table(0, 4)
 

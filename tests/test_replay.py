@@ -78,8 +78,8 @@ def test_replayed_answers_count_in_the_budget_and_in_metrics(api: httpx.Client) 
     api.get(url.replace("43", "44"))
     stats = cache_stats(api)
     assert stats["responses"] == before["responses"] + 1
-    tables = sum(table["bytes"] for table in stats["tables"])
-    assert stats["bytes"] == tables + stats["response_bytes"] <= stats["budget_bytes"]
+    # (that the tables' bytes and the answers' add up to the total: tests/test_cache.py)
+    assert stats["response_bytes"] <= stats["bytes"] <= stats["budget_bytes"]
     metrics = api.get("/metrics").text
     assert 'route="/v1/encodings/sinusoidal"' in metrics
     assert 'route="unmatched",status="200"' not in metrics

@@ -24,7 +24,7 @@ router = APIRouter()
 )
 async def get_cache_stats(runtime: RuntimeDep, response: Response) -> CacheDocument:
     """Cache statistics: tables held, bytes, budget, hits, misses, evictions."""
-    stats = await runtime.offload(runtime.cache.stats)  # thousands of tables: off the loop
+    stats = await runtime.compute(0, runtime.cache.stats)  # thousands of tables: off the loop
     response.headers["cache-control"] = "no-store"
     return CacheDocument(
         budget_bytes=stats.budget_bytes,
