@@ -155,6 +155,22 @@ def test_the_proxy_cache_keeps_formats_apart(deployment: Deployment) -> None:
     assert again_json.content == as_json.content
 
 
+def test_repeated_header_fields_cannot_poison_the_proxy_cache(deployment: Deployment) -> None:
+    """A client that repeats Accept or Accept-Encoding (the second field empty) must not
+    store its format or coding under the key of clients that send neither."""
+    url = deployment.proxy + "/v1/encodings/sinusoidal?max_len=300&d_model=7&base=77.7"
+    for poison in (
+        [("accept", "application/x-npy"), ("accept", ""), ("accept-encoding", "gzip")],
+        [("accept", ""), ("accept", "application/x-npy"), ("accept-encoding", "")],
+        [("accept-encoding", ""), ("accept-encoding", "gzip")],
+    ):
+        httpx.get(url, headers=poison).raise_for_status()
+    plain = httpx.get(url, headers={"accept-encoding": "identity"})
+    assert plain.headers["content-type"] == "application/json"
+    assert "content-encoding" not in plain.headers
+    assert plain.json()["shape"] == [300, 7]
+
+
 def test_apply_passes_through_uncached(deployment: Deployment) -> None:
     x = np.random.default_rng(1).standard_normal((2, 10, 8)).astype(np.float32)
     body = npy_bytes(x)
