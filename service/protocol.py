@@ -1,21 +1,58 @@
-"""uvicorn's httptools protocol with bounds on a request's head: a request line past
-8 KiB is refused with 414 and a head past 32 KiB with 431, as problem documents, before
-more of it is buffered. (uvicorn's h11 protocol has such a bound; httptools has none.)"""
+"""uvicorn's httptools protocol, bounded against hostile clients. Each refusal is a problem
+document, sent before more of the request is buffered, and closes the connection:
+
+- a request line past 8 KiB is refused with 414 and a head past 32 KiB with 431 (uvicorn's
+  h11 protocol has such a bound; httptools has none);
+- a head must be complete within ``PE_HEAD_TIMEOUT`` seconds of the connection, or of its
+  first byte on a kept-alive connection (the idle time before it is uvicorn's keep-alive
+  timeout), else 408: uvicorn would wait for it for ever;
+- a request httptools cannot parse gets a 400 that says what is wrong with it.
+
+And an answer given before its request's body has all arrived (413, the body's 408, a
+refused parameter) closes the connection after it, instead of reading the rest of the body
+at the client's pace.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import functools
+from typing import Any, Final
 
+import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-MAX_TARGET_BYTES = 8 << 10
-MAX_HEAD_BYTES = 32 << 10
-_REASONS = {414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
+from service.settings import Settings
+
+MAX_TARGET_BYTES: Final = 8 << 10
+MAX_HEAD_BYTES: Final = 32 << 10
+# after an early answer, how long the rest of a body is read and dropped (so that a client
+# still sending sees the answer, not a reset) before the connection is closed
+LINGER_SECONDS: Final = 2.0
+_REASONS: Final = {
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    414: b"URI Too Long",
+    431: b"Request Header Fields Too Large",
+}
+
+
+@functools.cache
+def head_timeout() -> float:
+    """``PE_HEAD_TIMEOUT``, read from the environment once a process (uvicorn makes the
+    protocol itself, from its own configuration, so the app's settings do not reach it)."""
+    return Settings().head_timeout
 
 
 class _Refused(Exception):
     pass
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """``text`` as printable ASCII, at most ``limit`` characters: it may quote the client."""
+    shown = "".join(c if " " <= c <= "~" else "?" for c in text[:limit])
+    return shown + ("..." if len(text) > limit else "")
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
@@ -23,20 +60,53 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_open = True
         self._head_bytes = 0
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_open = False
+        self._dropping = False  # the connection is closing: what arrives is not parsed
         self._refusal: tuple[int, str] | None = None
 
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._start_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_timer()
+        super().connection_lost(exc)
+
     def data_received(self, data: bytes) -> None:
-        if self._head_open and self._head_bytes > MAX_HEAD_BYTES:
-            self._send_problem(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+        if self._dropping:
             return
-        super().data_received(data)
+        if self._head_open and self._head_bytes > MAX_HEAD_BYTES:
+            self._refuse(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+            return
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError as error:
+            self._refuse(*(self._refusal or (400, self._malformed(error))))
+            return
         if self._head_open:
             self._head_bytes += len(data)
 
+    def _malformed(self, error: httptools.HttpParserError) -> str:
+        cause = error.__context__ if isinstance(error, httptools.HttpParserCallbackError) else error
+        known = isinstance(cause, httptools.HttpParserError)
+        detail = f"the request is not valid HTTP/1.1: {_printable(str(cause)) if known else '?'}"
+        # a failure of a callback of ours or uvicorn's is a bug: its traceback is logged
+        self.logger.warning("Invalid HTTP request received: %s", detail, exc_info=not known)
+        return detail
+
+    # Parser callbacks
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_open = True
         self._head_bytes = 0
+        self._start_head_timer()  # on a new connection it runs already, from the connect
 
     def on_url(self, url: bytes) -> None:
         if len(self.url) + len(url) > MAX_TARGET_BYTES:
@@ -45,16 +115,66 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().on_url(url)
 
     def on_headers_complete(self) -> None:
+        self._stop_head_timer()
         self._head_open = False
+        self._body_open = True
         super().on_headers_complete()
 
-    def send_400_response(self, msg: str) -> None:
-        if self._refusal is None:
-            super().send_400_response(msg)
-        else:
-            self._send_problem(*self._refusal)
+    def on_message_complete(self) -> None:
+        self._body_open = False
+        super().on_message_complete()
 
-    def _send_problem(self, status: int, detail: str) -> None:
+    def on_response_complete(self) -> None:
+        # with nothing pipelined, the body still arriving is that of the request answered
+        unread = self._body_open and not self.pipeline
+        super().on_response_complete()
+        if unread and not self.transport.is_closing():
+            self._close_after_answer()
+
+    # Timeouts
+    def _start_head_timer(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(head_timeout(), self._head_timed_out)
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self._head_open and not self.transport.is_closing():
+            timeout = head_timeout()
+            self._refuse(
+                408, f"the request head was not complete within {timeout:g} s (PE_HEAD_TIMEOUT)"
+            )
+
+    # Closing
+    def _close_after_answer(self) -> None:
+        """Half-close, then drop what still arrives for a moment before closing: closing
+        with unread bytes would reset the connection, and could lose the answer."""
+        self._dropping = True
+        self._unset_keepalive_if_required()
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        # uvicorn's keep-alive timer: it closes the transport, and is cancelled when the
+        # connection goes
+        self.timeout_keep_alive_task = self.loop.call_later(
+            LINGER_SECONDS, self.timeout_keep_alive_handler
+        )
+
+    def _refuse(self, status: int, detail: str) -> None:
+        """Answer ``status`` with a problem document and close the connection; if the answer
+        to an earlier request is being sent, let it finish, then close."""
+        self._dropping = True
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            if cycle.response_started:
+                cycle.keep_alive = False
+                return
+            cycle.disconnected = True  # the app's answer would follow ours: it is dropped
         body = orjson.dumps(
             {
                 "type": "about:blank",

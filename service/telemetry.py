@@ -57,8 +57,8 @@ class CacheCollector(Collector):
         for name, value, text in [
             ("pe_cache_bytes", stats.bytes, "Bytes held: tables and replayable answers."),
             ("pe_cache_budget_bytes", stats.budget_bytes, "The cache budget (PE_CACHE_BYTES)."),
-            ("pe_cache_entries", len(stats.tables), "Tables with pages held."),
-            ("pe_cache_pages", sum(t.pages for t in stats.tables), "Table pages held."),
+            ("pe_cache_entries", stats.tables_total, "Tables with pages held."),
+            ("pe_cache_pages", stats.table_pages, "Table pages held."),
         ]:
             yield GaugeMetricFamily(name, text, value=value)
 
@@ -122,15 +122,36 @@ def _route(scope: Scope, status: int) -> str:
     return "unmatched" if status in (404, 405) else str(scope["path"])
 
 
+def _escape(char: str) -> str:
+    code = ord(char)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
+
+
+def printable(text: str) -> str:
+    """``text`` for a text log line: control and other unprintable characters, quotes and
+    backslashes as escapes (``\\x0a``), so that no client can break a line, forge one or
+    send escape sequences to a terminal."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return text
+    return "".join(c if c.isprintable() and c not in '"\\' else _escape(c) for c in text)
+
+
 def format_access(record: dict[str, Any], as_json: bool) -> str:
     """One access-log line (without its newline): a JSON object, or
-    ``time client "METHOD /path?query" status bytes ms``."""
+    ``time client "METHOD /path?query" status bytes ms`` with what the client sent escaped
+    (see :func:`printable`)."""
     if as_json:
-        return json.dumps(record, separators=(",", ":"))
+        return json.dumps(record, separators=(",", ":"))  # escapes every control character
     target = record["path"] + (f"?{record['query']}" if record["query"] else "")
     return (
-        f'{record["time"]} {record["client"]} "{record["method"]} {target}" '
-        f"{record['status']} {record['bytes']}B {record['duration_ms']}ms"
+        f'{record["time"]} {printable(record["client"])} "{printable(record["method"])} '
+        f'{printable(target)}" {record["status"]} {record["bytes"]}B {record["duration_ms"]}ms'
     )
 
 

@@ -22,6 +22,13 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     )
 
 
+def test_connections_and_bodies_have_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (Settings().head_timeout, Settings().body_timeout) == (10, 30)
+    monkeypatch.setenv("PE_HEAD_TIMEOUT", "0.5")
+    monkeypatch.setenv("PE_BODY_TIMEOUT", "2.5")
+    assert (Settings().head_timeout, Settings().body_timeout) == (0.5, 2.5)
+
+
 def test_positions_go_up_to_int32_by_default() -> None:
     assert Settings().max_position == POSITION_CEILING == 2**31 - 1
 
@@ -33,6 +40,10 @@ def test_positions_go_up_to_int32_by_default() -> None:
         pytest.param({"port": 70000}, id="port"),
         pytest.param({"max_position": 2**31}, id="position-past-int32"),
         pytest.param({"max_position": -1}, id="position-negative"),
+        pytest.param({"head_timeout": 0}, id="head-timeout-zero"),
+        pytest.param({"head_timeout": "inf"}, id="head-timeout-infinite"),
+        pytest.param({"body_timeout": -1}, id="body-timeout-negative"),
+        pytest.param({"body_timeout": "nan"}, id="body-timeout-nan"),
     ],
 )
 def test_bad_settings_are_refused(values: dict[str, object]) -> None:

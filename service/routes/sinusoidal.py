@@ -67,7 +67,8 @@ async def apply(
     offered = (kind, *(fmt for fmt in FORMATS if fmt != kind))
     fmt = query.format or negotiate(combined(raw, b"accept"), offered)
     gzip = fmt == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
-    body = await read_body(request, runtime.limits.body_bytes)
+    limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
+    body = await read_body(request, limit, idle_timeout=idle)
     plan = handlers.Apply(
         kind, fmt, gzip, Additive(query.scale), query.key, query.offset, query.max_len
     )

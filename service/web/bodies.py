@@ -1,14 +1,35 @@
 """Posted bodies: which format a ``Content-Type`` names, and reading a body within
-``PE_MAX_BODY_BYTES``."""
+``PE_MAX_BODY_BYTES`` and ``PE_BODY_TIMEOUT``."""
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
+import anyio
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat
-from service.errors import Limit, MalformedBody, UnsupportedMediaType
+from service.errors import Limit, MalformedBody, ServiceError, UnsupportedMediaType
 
 _BODY_TYPES = {MEDIA_TYPES[fmt]: fmt for fmt in BODY_FORMATS}
+
+
+class RequestTimeout(ServiceError):
+    """No byte of a posted body arrived for ``PE_BODY_TIMEOUT`` seconds."""
+
+    status = 408
+    title = "Request Timeout"
+    slug = "request-timeout"
+
+
+class ClientGone(ServiceError):
+    """The client closed the connection before its body was all sent: nobody reads the
+    answer, but the status (499, as nginx counts it) says what happened."""
+
+    status = 499
+    title = "Client Closed Request"
+    slug = "client-closed-request"
 
 
 def body_format(content_type: str | None) -> BodyFormat:
@@ -19,23 +40,37 @@ def body_format(content_type: str | None) -> BodyFormat:
     return _BODY_TYPES[media]
 
 
-async def read_body(request: Request, size: Limit) -> bytearray:
+async def read_body(
+    request: Request, size: Limit, *, idle_timeout: float | None = None
+) -> bytearray:
     """The request body, refused with 413 as soon as it is known to pass ``size``: from
-    ``Content-Length`` before reading, or while reading a chunked body."""
+    ``Content-Length`` before reading, or while reading. Memory follows the bytes that
+    arrive, not the length a client declares. With ``idle_timeout``, a body that goes that
+    many seconds without a byte is refused with 408; a client that leaves is a 499."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit():
-        size.check_body("the request body", int(declared))
-        body = bytearray(int(declared))  # one buffer of the right size: no copies while reading
-        filled = 0
-        with memoryview(body) as view:
-            async for chunk in request.stream():
-                if filled + len(chunk) > len(body):
-                    raise MalformedBody("the body is longer than its Content-Length")
-                view[filled : filled + len(chunk)] = chunk
-                filled += len(chunk)
-        return body if filled == len(body) else body[:filled]
+    length = int(declared) if declared.isdigit() else None
+    if length is not None:
+        size.check_body("the request body", length)
+    # Growing a bytearray costs little: past a few pages CPython's realloc moves its
+    # pages with mremap instead of copying them.
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        size.check_body("the request body (at least)", len(body))
-    return body
+    try:
+        async with aclosing(request.stream()) as stream:
+            while True:
+                with anyio.fail_after(idle_timeout):
+                    chunk = await anext(stream, None)
+                if chunk is None:
+                    return body
+                body += chunk
+                if length is None:
+                    size.check_body("the request body (at least)", len(body))
+                elif len(body) > length:
+                    raise MalformedBody("the body is longer than its Content-Length")
+    except TimeoutError:
+        raise RequestTimeout(
+            f"no byte of the request body arrived for {idle_timeout:g} s (PE_BODY_TIMEOUT) "
+            f"after {len(body):,} bytes; the connection is closed",
+            setting="PE_BODY_TIMEOUT",
+        ) from None
+    except ClientDisconnect:
+        raise ClientGone(f"the client left after sending {len(body):,} bytes") from None

@@ -1,16 +1,25 @@
-"""Reading posted bodies: the format a Content-Type names, and bodies cut off at
-``PE_MAX_BODY_BYTES`` while they are read (raw sockets against a real server)."""
+"""Reading posted bodies: the format a Content-Type names; bodies read as they arrive, cut
+off at ``PE_MAX_BODY_BYTES`` (raw sockets against a real server) and after
+``PE_BODY_TIMEOUT`` seconds of silence, and clients that leave mid-body."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import tracemalloc
+from typing import Any
 
+import anyio
 import pytest
+from starlette.requests import Request
+from starlette.types import Message
 
-from service.errors import BodyTooLarge, Limit, UnsupportedMediaType
-from service.web.bodies import body_format
+from service.errors import BodyTooLarge, Limit, MalformedBody, ServiceError, UnsupportedMediaType
+from service.web.bodies import ClientGone, RequestTimeout, body_format, read_body
 from tests.support import APPLY
+
+LIMIT = Limit(1 << 30, "PE_MAX_BODY_BYTES")
+STALL, LEAVE = "stall", "leave"
 
 
 @pytest.mark.parametrize(
@@ -89,3 +98,92 @@ def test_a_chunked_body_is_cut_off_at_the_limit(small_live_url: str) -> None:
     assert answer.startswith(b"HTTP/1.1 413")
     assert b"PE_MAX_BODY_BYTES" in answer
     assert sent < 1_000_000  # the server stopped reading near its 100 kB limit
+
+
+def read(
+    events: list[bytes | str], length: int | None = None, limit: Limit = LIMIT, **kwargs: Any
+) -> bytearray:
+    """``read_body`` of a request whose body arrives as ``events``: chunks of bytes, then
+    the end of the body, unless a ``STALL`` (nothing arrives for 5 s) or ``LEAVE`` (the
+    client disconnects) comes first."""
+    headers = [] if length is None else [(b"content-length", str(length).encode())]
+    pending = list(events)
+
+    async def receive() -> Message:
+        if not pending:
+            return {"type": "http.request", "body": b"", "more_body": False}
+        event = pending.pop(0)
+        if event == STALL:
+            await anyio.sleep(5)  # bounded: without a timeout, the test fails, not hangs
+        if event in (STALL, LEAVE):
+            return {"type": "http.disconnect"}
+        assert isinstance(event, bytes)
+        return {"type": "http.request", "body": event, "more_body": True}
+
+    request = Request({"type": "http", "method": "POST", "headers": headers}, receive)
+
+    async def main() -> bytearray:
+        return await read_body(request, limit, **kwargs)
+
+    return anyio.run(main)
+
+
+def test_a_body_is_read_into_a_bytearray() -> None:
+    body = read([b"ab", b"cd", b"e"], length=5)
+    assert isinstance(body, bytearray)  # apply decodes in place from it
+    assert body == b"abcde"
+    assert read([b"ab", b"cd"]) == b"abcd"  # chunked: no Content-Length
+
+
+def test_memory_follows_the_bytes_that_arrive_not_the_declared_length() -> None:
+    """A head that declares 64 MiB and sends 3 bytes holds 3 bytes, not 64 MiB."""
+    tracemalloc.start()
+    try:
+        body = read([b"a", b"b", b"c"], length=64 << 20, limit=Limit(64 << 20, "PE_MAX_BODY_BYTES"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert body == b"abc"
+    assert peak < 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("events", "length", "error", "status"),
+    [
+        pytest.param([b"abc", b"d"], 3, MalformedBody, 400, id="longer-than-content-length"),
+        pytest.param([b"abc"], 11, BodyTooLarge, 413, id="content-length-over-the-limit"),
+        pytest.param([b"abcdef", b"ghijk"], None, BodyTooLarge, 413, id="chunked-over-the-limit"),
+        pytest.param([b"abc", LEAVE], 10, ClientGone, 499, id="client-leaves"),
+        pytest.param([b"abc", STALL], 10, RequestTimeout, 408, id="body-stalls"),
+        pytest.param([STALL], None, RequestTimeout, 408, id="chunked-body-stalls"),
+    ],
+)
+def test_bodies_that_are_refused(
+    events: list[bytes | str], length: int | None, error: type[ServiceError], status: int
+) -> None:
+    with pytest.raises(error) as caught:
+        read(events, length, Limit(10, "PE_MAX_BODY_BYTES"), idle_timeout=0.05)
+    assert caught.value.status == status
+
+
+def test_a_stalled_body_names_its_setting() -> None:
+    with pytest.raises(RequestTimeout) as caught:
+        read([b"abc", STALL], 10, idle_timeout=0.05)
+    assert "PE_BODY_TIMEOUT" in caught.value.detail
+    assert caught.value.extensions == {"setting": "PE_BODY_TIMEOUT"}
+
+
+def test_a_slow_body_that_keeps_coming_is_read() -> None:
+    """The timeout is for silence between bytes, not for the whole body."""
+    events: list[bytes | str] = [b"x"] * 20
+    headers = [(b"content-length", b"20")]
+
+    async def receive() -> Message:
+        await anyio.sleep(0.01)  # 0.2 s in all, four times the timeout
+        return {"type": "http.request", "body": events.pop(), "more_body": bool(events)}
+
+    async def main() -> bytearray:
+        request = Request({"type": "http", "method": "POST", "headers": headers}, receive)
+        return await read_body(request, LIMIT, idle_timeout=0.05)
+
+    assert anyio.run(main) == b"x" * 20
