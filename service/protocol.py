@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httptools
 import orjson
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGISendEvent
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from service.settings import Settings
 
@@ -47,6 +48,21 @@ def head_timeout() -> float:
 
 class _Refused(Exception):
     pass
+
+
+class _Lingering:
+    """The transport, as the cycle of an early answer sees it: its ``close`` half-closes
+    and lingers instead."""
+
+    def __init__(self, protocol: BoundedHttpToolsProtocol) -> None:
+        self._protocol = protocol
+        self._transport = protocol.transport
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def close(self) -> None:
+        self._protocol._close_after_answer()
 
 
 def _printable(text: str, limit: int = 200) -> str:
@@ -119,17 +135,33 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_open = False
         self._body_open = True
         super().on_headers_complete()
+        self._announce_early_answers(self.cycle)
 
     def on_message_complete(self) -> None:
         self._body_open = False
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
-        # with nothing pipelined, the body still arriving is that of the request answered
-        unread = self._body_open and not self.pipeline
         super().on_response_complete()
-        if unread and not self.transport.is_closing():
-            self._close_after_answer()
+        if self._dropping and not self.transport.is_closing():  # lingering: see below
+            self._unset_keepalive_if_required()
+            self.timeout_keep_alive_task = self.loop.call_later(
+                LINGER_SECONDS, self.timeout_keep_alive_handler
+            )
+
+    def _announce_early_answers(self, cycle: RequestResponseCycle) -> None:
+        """An answer that starts before its request's body has all arrived says
+        ``Connection: close`` (so the client sends nothing more on this connection), and
+        the close that follows it lingers (:meth:`_close_after_answer`)."""
+        send = cycle.send
+
+        async def send_announcing(message: ASGISendEvent) -> None:
+            if message["type"] == "http.response.start" and self._body_open and cycle is self.cycle:
+                cycle.keep_alive = False  # uvicorn writes Connection: close, then closes
+                cycle.transport = cast(asyncio.Transport, _Lingering(self))
+            await send(message)
+
+        cycle.send = send_announcing  # type: ignore[method-assign]
 
     # Timeouts
     def _start_head_timer(self) -> None:
@@ -151,19 +183,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     # Closing
     def _close_after_answer(self) -> None:
-        """Half-close, then drop what still arrives for a moment before closing: closing
-        with unread bytes would reset the connection, and could lose the answer."""
+        """Half-close, then drop what still arrives for a moment before closing (uvicorn's
+        keep-alive timer, armed for ``LINGER_SECONDS`` once the answer is complete):
+        closing with unread bytes would reset the connection, and could lose the answer."""
         self._dropping = True
-        self._unset_keepalive_if_required()
-        if not self.transport.can_write_eof():
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        else:
             self.transport.close()
-            return
-        self.transport.write_eof()
-        # uvicorn's keep-alive timer: it closes the transport, and is cancelled when the
-        # connection goes
-        self.timeout_keep_alive_task = self.loop.call_later(
-            LINGER_SECONDS, self.timeout_keep_alive_handler
-        )
 
     def _refuse(self, status: int, detail: str) -> None:
         """Answer ``status`` with a problem document and close the connection; if the answer

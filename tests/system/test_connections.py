@@ -234,6 +234,23 @@ def test_a_client_still_sending_gets_the_early_answer(quick: tuple[str, Path]) -
         assert http.get("/healthz").status_code == 200
 
 
+def test_an_answer_before_the_body_has_arrived_says_connection_close(
+    quick: tuple[str, Path],
+) -> None:
+    """A 415 sent before its one-byte body arrives tells the client the connection ends:
+    a keep-alive client that sent the byte later and reused the connection found it
+    closed under its next request ("Server disconnected without sending a response")."""
+    head = f"POST {APPLY} HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+    head += "Content-Length: 1\r\n\r\n"
+    with connect(quick[0]) as sock:
+        sock.sendall(head.encode())
+        answer = read_one(sock)
+        sock.sendall(b"x")
+        assert answer.startswith(b"HTTP/1.1 415")
+        assert b"\r\nconnection: close\r\n" in answer.lower()
+        assert read_to_close(sock) == b""
+
+
 @pytest.mark.parametrize(
     ("request_bytes", "words"),
     [
