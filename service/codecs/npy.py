@@ -1,11 +1,13 @@
 """``.npy`` files (NumPy's format): written with ``numpy.lib.format``'s own header writer,
-read without ever unpickling. A posted header is parsed here, not by numpy: its grammar is
-the small one numpy writes (a dict of strings, booleans and tuples of integers), so no
-client text reaches ``ast`` or ``eval`` and a header cannot cost more than its length."""
+read without ever unpickling. A posted header is a Python literal of at most 10,000 bytes
+(``ast.literal_eval``, as numpy reads it), its nesting bounded before it is parsed, and
+every field checked here: only what numpy itself writes is read."""
 
 from __future__ import annotations
 
+import ast
 import io
+import itertools
 import math
 import re
 import sys
@@ -33,11 +35,6 @@ _LENGTH_BYTES: Final = {(1, 0): 2, (2, 0): 4}  # 3.0 (a UTF-8 header) is not rea
 _KEYS: Final = ("descr", "fortran_order", "shape")
 # A header's dict holds a descr list of field tuples, each with a shape: deeper is never one.
 _NESTING: Final = 4
-_TOKEN: Final = re.compile(
-    r"""\s*(?:'([^'\\\n]*)'|"([^"\\\n]*)"|(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"""
-    r"""|(True|False)|([{}()\[\]:,]))"""
-)
-_DIGITS: Final = 40  # int() of a long run of digits costs, and 2**64 has 20
 _REAL: Final = re.compile(r"[<>|=]?[fiu]\d{0,2}")
 _KIND: Final = re.compile(r"[<>|=]?([a-zA-Z])(\d*)")
 _KINDS: Final = {
@@ -120,85 +117,16 @@ def _header(view: memoryview) -> tuple[object, int]:
             f"{len(view) - start:,} after its length"
         )
     text = view[start : start + length].tobytes().decode("latin-1").rstrip()
-    tokens = _tokens(text)
-    value, at = _literal(tokens, 0, 0)
-    if at != len(tokens):
-        raise _Unreadable("its header goes on after its dictionary")
-    return value, start + length
-
-
-_Token = tuple[str, object]
-
-
-def _tokens(text: str) -> list[_Token]:
-    tokens: list[_Token] = []
-    at = 0
-    while at < len(text):
-        match = _TOKEN.match(text, at)
-        if match is None:
-            raise _Unreadable(f"its header holds something numpy never writes at character {at}")
-        single, double, number, boolean, punctuation = match.groups()
-        if number is not None:
-            if len(number) > _DIGITS:
-                raise _Unreadable(f"its header holds a number of more than {_DIGITS} characters")
-            exact = number.isdigit() or number[1:].isdigit()
-            tokens.append(("value", int(number) if exact else float(number)))
-        elif boolean is not None:
-            tokens.append(("value", boolean == "True"))
-        elif punctuation is not None:
-            tokens.append(("punctuation", punctuation))
-        else:
-            tokens.append(("value", single if single is not None else double))
-        at = match.end()
-    return tokens
-
-
-def _literal(tokens: list[_Token], at: int, depth: int) -> tuple[object, int]:
-    """The value that starts at token ``at``, and the index of the token after it: the
-    Python literals numpy writes (a dict, tuples, lists, strings, numbers, booleans)."""
+    if "\\" in text:
+        raise _Unreadable("its header holds an escape, which numpy never writes")
+    # literal_eval recurses once a bracket: bound the nesting before it sees the text
+    depth = max(itertools.accumulate((c in "([{") - (c in ")]}") for c in text), default=0)
     if depth > _NESTING:
         raise _Unreadable("its header is nested too deeply")
-    if at >= len(tokens):
-        raise _Unreadable("its header ends early")
-    kind, value = tokens[at]
-    if kind == "value":
-        return value, at + 1
-    closing = {"{": "}", "(": ")", "[": "]"}.get(str(value))
-    if closing is None:
-        raise _Unreadable(f"its header has a '{value}' where a value belongs")
-    items: list[object] = []
-    keys: dict[str, None] = {}
-    at += 1
-    commas = 0
-    while at < len(tokens) and tokens[at] != ("punctuation", closing):
-        if value == "{":
-            key, at = _literal(tokens, at, depth + 1)
-            if not isinstance(key, str) or key in keys:
-                raise _Unreadable("its header's keys must be distinct strings")
-            keys[key] = None
-            at = _expect(tokens, at, ":")
-        item, at = _literal(tokens, at, depth + 1)
-        items.append(item)
-        if at < len(tokens) and tokens[at] == ("punctuation", closing):
-            break
-        at = _expect(tokens, at, ",")
-        commas += 1
-    at = _expect(tokens, at, closing)
-    if value == "{":
-        return dict(zip(keys, items, strict=True)), at
-    if value == "[":
-        return items, at
-    if len(items) == 1 and not commas:
-        return items[0], at  # (3) is 3, not a tuple
-    return tuple(items), at
-
-
-def _expect(tokens: list[_Token], at: int, punctuation: str) -> int:
-    if at >= len(tokens):
-        raise _Unreadable("its header ends early")
-    if tokens[at] != ("punctuation", punctuation):
-        raise _Unreadable(f"its header lacks a '{punctuation}'")
-    return at + 1
+    try:
+        return ast.literal_eval(text), start + length
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise _Unreadable("its header is not a Python literal as numpy writes it") from None
 
 
 def _check(fields: object, name: str) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
@@ -207,7 +135,7 @@ def _check(fields: object, name: str) -> tuple[tuple[int, ...], bool, np.dtype[A
     unreadable = f"{name}: not a readable .npy file:"
     if not isinstance(fields, dict):
         raise MalformedBody(f"{unreadable} its header is not a dictionary")
-    if sorted(fields) != sorted(_KEYS):
+    if set(fields) != set(_KEYS):
         raise MalformedBody(
             f"{unreadable} its header must have the keys descr, fortran_order and shape, "
             "and no others"
