@@ -200,15 +200,6 @@ def rss_mib(pid: int) -> float:
     return int(re.search(r"VmRSS:\s+(\d+) kB", text)[1]) / 1024  # type: ignore[index]
 
 
-def timed(step: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def timed_together(steps: list[Callable[[], object]], runs: int) -> tuple[float, ...]:
     """Median seconds of each step, the steps taking turns in every round so that each
     sees the same machine (a ratio between them is then fair)."""

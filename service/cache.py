@@ -20,7 +20,7 @@ import mmap
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -255,16 +255,24 @@ class Cache:
         """A consistent snapshot, with the ``top`` tables holding the most bytes; costs the
         number of tables held, not of entries."""
         with self._lock:
-            held = [(key, pages, size) for key, (pages, size) in self._tables.items()]
-            total, counts = self._bytes, (self._hits, self._misses, self._evictions, self._uncached)
-            responses = len(self._entries) - sum(pages for _, pages, _ in held)
-            response_bytes = total - sum(size for _, _, size in held)
-            response_hits = self._response_hits
-        largest = heapq.nlargest(top, held, key=lambda table: table[2])
-        return CacheStats(
-            self.budget_bytes, total, *counts, [TableStats(*t) for t in largest],
-            len(held), len(self._entries) - responses, responses, response_bytes, response_hits,
-        )  # fmt: skip
+            held = [TableStats(key, pages, size) for key, (pages, size) in self._tables.items()]
+            pages = sum(table.pages for table in held)
+            table_bytes = sum(table.bytes for table in held)
+            stats = CacheStats(
+                budget_bytes=self.budget_bytes,
+                bytes=self._bytes,
+                hits=self._hits,
+                misses=self._misses,
+                evictions=self._evictions,
+                uncached=self._uncached,
+                tables=[],
+                tables_total=len(held),
+                table_pages=pages,
+                responses=len(self._entries) - pages,
+                response_bytes=self._bytes - table_bytes,
+                response_hits=self._response_hits,
+            )
+        return replace(stats, tables=heapq.nlargest(top, held, key=lambda table: table.bytes))
 
 
 def _page(rows: int, key: Key) -> Rows:

@@ -115,6 +115,23 @@ class BodyTooLarge(LimitExceeded):
     slug = "body-too-large"
 
 
+class RequestTimeout(ServiceError):
+    """No byte of a posted body arrived for ``PE_BODY_TIMEOUT`` seconds."""
+
+    status = 408
+    title = "Request Timeout"
+    slug = "request-timeout"
+
+
+class ClientGone(ServiceError):
+    """The client closed the connection before its body was all sent: nobody reads the
+    answer, but the status (499, as nginx counts it) says what happened."""
+
+    status = 499
+    title = "Client Closed Request"
+    slug = "client-closed-request"
+
+
 class UnsupportedMediaType(ServiceError):
     """A posted body's ``Content-Type`` is not one the endpoint reads."""
 

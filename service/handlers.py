@@ -71,6 +71,7 @@ class Answer:
 
 def check_rows(limits: Limits, rows: int, width: int, max_len: int, width_name: str) -> None:
     """The limits on ``rows`` rows of ``width`` columns of a table of ``max_len`` rows."""
+    limits.row_width(width, width_name)
     limits.rows(rows, width, f"rows × {width_name}")
     limits.last_position(max_len - 1, "the table's last position (max_len - 1)")
 

@@ -34,9 +34,7 @@ class Limits:
         )
 
     def rows(self, rows: int, width: int, what: str = "rows × width") -> None:
-        """What a request computes: ``rows`` rows of ``width`` columns, each of at most
-        ``PE_MAX_WIDTH`` columns."""
-        self.row_width(width, what.split(" × ")[-1])
+        """What a request computes: ``rows`` rows of ``width`` columns."""
         self.elements.check(f"the number of elements computed ({what})", rows * width)
 
     def row_width(self, width: int, name: str = "width") -> None:

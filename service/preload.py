@@ -8,8 +8,6 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-import anyio
-
 from service.encodings.registry import DTYPES, Key
 from service.encodings.sinusoidal import DEFAULT_BASE, LAYOUTS, SinusoidalKey
 from service.errors import InvalidParameter, ServiceError
@@ -65,6 +63,7 @@ def check(tables: list[Preload], limits: Limits) -> None:
     """Each preloaded table within the request limits (``ValueError`` otherwise)."""
     for table in tables:
         try:
+            limits.row_width(table.key.width)
             limits.rows(table.rows, table.key.width)
             limits.last_position(table.rows - 1)
         except ServiceError as exc:
@@ -76,9 +75,8 @@ async def run(tables: list[Preload], runtime: Runtime) -> None:
     for ``/readyz`` to report, and the process stays up."""
     try:
         for table in tables:
-            await anyio.to_thread.run_sync(
-                runtime.cache.rows, table.key, 0, table.rows, limiter=runtime.cpu
-            )
+            elements = table.rows * table.key.width
+            await runtime.compute(elements, runtime.cache.rows, table.key, 0, table.rows)
             logger.info("preloaded %s with %d rows", table.key, table.rows)
     except Exception as exc:
         logger.exception("preloading failed")

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.cache import Cache
 from service.web.conditional import matches
-from service.web.negotiation import RawHeaders, combined
+from service.web.negotiation import combined, combined_fields
 
 _KEEP_HEADERS: Final = (b"etag", b"cache-control", b"vary")  # what a 304 repeats
 _KEYED: Final = {"accept", "accept-encoding"}
@@ -55,16 +55,6 @@ def _replayable(message: Message) -> str | None:
     return etags[0].decode("latin-1")
 
 
-def _fields(headers: RawHeaders) -> dict[bytes, str]:
-    """The fields replay reads, each combined as :func:`combined` combines it, in one pass
-    over the headers (this runs on every GET)."""
-    found: dict[bytes, list[bytes]] = {}
-    for name, value in headers:
-        if name in _READ:
-            found.setdefault(name, []).append(value)
-    return {name: b", ".join(values).decode("latin-1") for name, values in found.items()}
-
-
 class Replay:
     """ASGI middleware, the outermost layer: a replayed answer reports itself to
     ``record`` (telemetry: status, bytes, seconds) instead of passing through another."""
@@ -85,7 +75,7 @@ class Replay:
         if scope["type"] != "http" or scope["method"] != "GET":
             await self.app(scope, receive, send)
             return
-        fields = _fields(scope["headers"])
+        fields = combined_fields(scope["headers"], _READ)
         key = (
             "replay",
             scope["path"],

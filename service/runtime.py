@@ -52,12 +52,6 @@ class Runtime:
         self.large_answers = anyio.Semaphore(cores)
         self.painter = anyio.CapacityLimiter(1)
 
-    async def offload(self, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run CPU-bound ``work`` in a worker thread of the CPU lane."""
-        return await anyio.to_thread.run_sync(
-            functools.partial(work, *args, **kwargs), limiter=self.cpu
-        )
-
     async def compute(
         self, elements: int, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     ) -> T:

@@ -63,17 +63,20 @@ def test_metrics_show_the_cache(api: httpx.Client) -> None:
     assert metric(text, "pe_cache_pages") >= sum(t["pages"] for t in stats["tables"])
 
 
+RECORD = {
+    "time": "2026-01-02 03:04:05.006",
+    "client": "1.2.3.4:5",
+    "method": "GET",
+    "path": "/x",
+    "query": "a=1",
+    "status": 200,
+    "bytes": 10,
+    "duration_ms": 1.5,
+}
+
+
 def test_text_access_line() -> None:
-    record = {
-        "time": "2026-01-02 03:04:05.006",
-        "client": "1.2.3.4:5",
-        "method": "GET",
-        "path": "/x",
-        "query": "a=1",
-        "status": 200,
-        "bytes": 10,
-        "duration_ms": 1.5,
-    }
+    record = RECORD
     line = '2026-01-02 03:04:05.006 1.2.3.4:5 "GET /x?a=1" 200 10B 1.5ms'
     assert format_access(record, as_json=False) == line
     assert json.loads(format_access(record, as_json=True)) == record
@@ -98,14 +101,10 @@ def test_what_clients_send_is_escaped_in_text_lines(sent: str, logged: str) -> N
 
 def test_a_text_line_cannot_be_forged() -> None:
     record = {
-        "time": "2026-01-02 03:04:05.006",
-        "client": "1.2.3.4:5",
-        "method": "GET",
+        **RECORD,
         "path": '/x" 200 1B 1ms\n2026-01-02 03:04:05.007 6.6.6.6:6 "GET /admin',
         "query": "a=\x1b]0;title\x07",
         "status": 404,
-        "bytes": 10,
-        "duration_ms": 1.5,
     }
     line = format_access(record, as_json=False)
     assert line.isprintable()

@@ -106,10 +106,16 @@ async def get_similarity(
     """The dot products PE[p] · PE[q] of the rows start .. stop-1, as a PNG."""
     # one row and column per pixel at most: more positions than that are drawn every step-th
     step = math.ceil((query.row_stop - query.start) / min(query.width, query.height))
+    count = len(range(query.start, query.row_stop, step))
 
     async def draw() -> bytes:
-        matrix = await runtime.offload(
-            sinusoidal.similarity, query.start, query.row_stop, step, query.key()
+        matrix = await runtime.compute(
+            count * (query.d_model + count),  # a sine per distance and frequency, then count²
+            sinusoidal.similarity,
+            query.start,
+            query.row_stop,
+            step,
+            query.key(),
         )
         last = query.start + (len(matrix) - 1) * step
         return await paint(
@@ -123,5 +129,4 @@ async def get_similarity(
             cmap=query.cmap,
         )
 
-    count = len(range(query.start, query.row_stop, step))
     return await _picture(request, runtime, "similarity", query, count, draw)

@@ -10,26 +10,15 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 
 from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat
-from service.errors import Limit, MalformedBody, ServiceError, UnsupportedMediaType
+from service.errors import (
+    ClientGone,
+    Limit,
+    MalformedBody,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
 
 _BODY_TYPES = {MEDIA_TYPES[fmt]: fmt for fmt in BODY_FORMATS}
-
-
-class RequestTimeout(ServiceError):
-    """No byte of a posted body arrived for ``PE_BODY_TIMEOUT`` seconds."""
-
-    status = 408
-    title = "Request Timeout"
-    slug = "request-timeout"
-
-
-class ClientGone(ServiceError):
-    """The client closed the connection before its body was all sent: nobody reads the
-    answer, but the status (499, as nginx counts it) says what happened."""
-
-    status = 499
-    title = "Client Closed Request"
-    slug = "client-closed-request"
 
 
 def body_format(content_type: str | None) -> BodyFormat:

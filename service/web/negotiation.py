@@ -4,7 +4,7 @@ comma-separated value, as RFC 9110 section 5.3 says) that the replay layer keys 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from service.codecs.types import MEDIA_TYPES, TABLE_FORMATS, Format
 from service.errors import NotAcceptable
@@ -15,8 +15,16 @@ _SMALLEST_Q = 0.001  # RFC 9110's qvalues have three decimals
 
 def combined(headers: RawHeaders, name: bytes) -> str | None:
     """Every field named ``name`` (lower case) combined in order, or None if there is none."""
-    values = [value.decode("latin-1") for field, value in headers if field == name]
-    return ", ".join(values) if values else None
+    return combined_fields(headers, {name}).get(name)
+
+
+def combined_fields(headers: RawHeaders, names: Collection[bytes]) -> dict[bytes, str]:
+    """:func:`combined` for each of ``names`` that the headers hold, in one pass."""
+    found: dict[bytes, list[bytes]] = {}
+    for name, value in headers:
+        if name in names:
+            found.setdefault(name, []).append(value)
+    return {name: b", ".join(values).decode("latin-1") for name, values in found.items()}
 
 
 def _weighted(header: str) -> list[tuple[str, float]]:

@@ -14,8 +14,16 @@ import pytest
 from starlette.requests import Request
 from starlette.types import Message
 
-from service.errors import BodyTooLarge, Limit, MalformedBody, ServiceError, UnsupportedMediaType
-from service.web.bodies import ClientGone, RequestTimeout, body_format, read_body
+from service.errors import (
+    BodyTooLarge,
+    ClientGone,
+    Limit,
+    MalformedBody,
+    RequestTimeout,
+    ServiceError,
+    UnsupportedMediaType,
+)
+from service.web.bodies import body_format, read_body
 from tests.support import APPLY
 
 LIMIT = Limit(1 << 30, "PE_MAX_BODY_BYTES")
