@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import weakref
 from typing import Any, Final, cast
 
 import httptools
@@ -153,13 +154,19 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         """An answer that starts before its request's body has all arrived says
         ``Connection: close`` (so the client sends nothing more on this connection), and
         the close that follows it lingers (:meth:`_close_after_answer`)."""
-        send = cycle.send
+        # the cycle only by a weak reference: a cycle that held a function holding it would
+        # be freed by the garbage collector, not when done (a pause every few hundred
+        # requests: p99 of a cached slice 4 -> 30 ms)
+        this = weakref.ref(cycle)
 
         async def send_announcing(message: ASGISendEvent) -> None:
-            if message["type"] == "http.response.start" and self._body_open and cycle is self.cycle:
-                cycle.keep_alive = False  # uvicorn writes Connection: close, then closes
-                cycle.transport = cast(asyncio.Transport, _Lingering(self))
-            await send(message)
+            current = this()
+            assert current is not None  # its own send is running
+            starts = message["type"] == "http.response.start"
+            if starts and self._body_open and current is self.cycle:
+                current.keep_alive = False  # uvicorn writes Connection: close, then closes
+                current.transport = cast(asyncio.Transport, _Lingering(self))
+            await RequestResponseCycle.send(current, message)
 
         cycle.send = send_announcing  # type: ignore[method-assign]
 
