@@ -8,15 +8,14 @@ document, sent before more of the request is buffered, and closes the connection
   timeout), else 408: uvicorn would wait for it for ever;
 - a request httptools cannot parse gets a 400 that says what is wrong with it.
 
-And an answer given before its request's body has all arrived (413, the body's 408, a
-refused parameter) closes the connection after it, instead of reading the rest of the body
-at the client's pace.
+Every answer is paced by its client's reading (:mod:`service.pacing`). And an answer given
+before its request's body has all arrived (413, the body's 408, a refused parameter) closes
+the connection after it, instead of reading the rest of the body at the client's pace.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import weakref
 from typing import Any, Final, cast
 
@@ -25,7 +24,7 @@ import orjson
 from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from service.settings import Settings
+from service.pacing import Pacer, settings
 
 MAX_TARGET_BYTES: Final = 8 << 10
 MAX_HEAD_BYTES: Final = 32 << 10
@@ -38,13 +37,6 @@ _REASONS: Final = {
     414: b"URI Too Long",
     431: b"Request Header Fields Too Large",
 }
-
-
-@functools.cache
-def head_timeout() -> float:
-    """``PE_HEAD_TIMEOUT``, read from the environment once a process (uvicorn makes the
-    protocol itself, from its own configuration, so the app's settings do not reach it)."""
-    return Settings().head_timeout
 
 
 class _Refused(Exception):
@@ -136,7 +128,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_open = False
         self._body_open = True
         super().on_headers_complete()
-        self._announce_early_answers(self.cycle)
+        self._instrument(self.cycle)
 
     def on_message_complete(self) -> None:
         self._body_open = False
@@ -150,30 +142,37 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 LINGER_SECONDS, self.timeout_keep_alive_handler
             )
 
-    def _announce_early_answers(self, cycle: RequestResponseCycle) -> None:
-        """An answer that starts before its request's body has all arrived says
+    def _instrument(self, cycle: RequestResponseCycle) -> None:
+        """The cycle's answer is paced by its client's reading (:mod:`service.pacing`).
+        An answer that starts before its request's body has all arrived says
         ``Connection: close`` (so the client sends nothing more on this connection), and
         the close that follows it lingers (:meth:`_close_after_answer`)."""
         # the cycle only by a weak reference: a cycle that held a function holding it would
         # be freed by the garbage collector, not when done (a pause every few hundred
         # requests: p99 of a cached slice 4 -> 30 ms)
         this = weakref.ref(cycle)
+        pacer = Pacer()
 
-        async def send_announcing(message: ASGISendEvent) -> None:
+        async def send(message: ASGISendEvent) -> None:
             current = this()
             assert current is not None  # its own send is running
-            starts = message["type"] == "http.response.start"
-            if starts and self._body_open and current is self.cycle:
-                current.keep_alive = False  # uvicorn writes Connection: close, then closes
-                current.transport = cast(asyncio.Transport, _Lingering(self))
+            kind = message["type"]
+            if kind == "http.response.body" and current.response_started:
+                await pacer.write(current, message)
+                return
+            if kind == "http.response.start":
+                if self._body_open and current is self.cycle:
+                    current.keep_alive = False  # uvicorn writes Connection: close, then closes
+                    current.transport = cast(asyncio.Transport, _Lingering(self))
+                pacer.start(message)
             await RequestResponseCycle.send(current, message)
 
-        cycle.send = send_announcing  # type: ignore[method-assign]
+        cycle.send = send  # type: ignore[method-assign]
 
     # Timeouts
     def _start_head_timer(self) -> None:
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(head_timeout(), self._head_timed_out)
+            self._head_timer = self.loop.call_later(settings().head_timeout, self._head_timed_out)
 
     def _stop_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -183,7 +182,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _head_timed_out(self) -> None:
         self._head_timer = None
         if self._head_open and not self.transport.is_closing():
-            timeout = head_timeout()
+            timeout = settings().head_timeout
             self._refuse(
                 408, f"the request head was not complete within {timeout:g} s (PE_HEAD_TIMEOUT)"
             )

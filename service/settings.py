@@ -33,7 +33,12 @@ class Settings(BaseSettings):
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     log_format: Literal["text", "json"] = "text"
     shutdown_timeout: int = Field(30, ge=0)
-    send_timeout: float = Field(30.0, gt=0)
+    # seconds of grace an answer has before its client must read at min_read_rate
+    send_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
+    # bytes a second a client must take an answer at, after the grace; else it is cut off
+    min_read_rate: int = Field(256 << 10, gt=0)
+    # bytes of answers held for slow clients (a piece untaken for 2 s), all together
+    slow_client_bytes: int = Field(128 * MiB, ge=0)
     # seconds to send a whole request head, from its first byte or the connect; then 408
     head_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
     # seconds a posted body may go without a byte arriving; then 408

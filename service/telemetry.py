@@ -16,7 +16,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -33,6 +33,10 @@ from service.cache import Cache
 access_log = logging.getLogger("service.access")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _LABELS = ["method", "route", "status"]
+# in the scope of a request whose answer was cut off (service.pacing): counted as 499,
+# the status of a request whose client did not take its answer, as nginx counts it
+CUT_OFF: Final = "service.cut_off"
+CLIENT_GONE: Final = 499
 
 
 class CacheCollector(Collector):
@@ -230,7 +234,8 @@ class TelemetryMiddleware:
         try:
             await self.app(scope, receive, observe)
         finally:
-            self.record(scope, answer[0], answer[1], time.perf_counter() - start)
+            status = CLIENT_GONE if scope.get(CUT_OFF) else answer[0]
+            self.record(scope, status, answer[1], time.perf_counter() - start)
 
     def record(self, scope: Scope, status: int, size: int, seconds: float) -> None:
         """Count, time and log one answered request."""

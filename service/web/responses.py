@@ -3,15 +3,16 @@ been sent; and the whole of a table request (negotiation, limits, validators, 30
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import anyio
 from fastapi import Request, Response
 from starlette.types import Receive, Scope, Send
 
 from service import handlers
 from service.codecs.types import Format, TableFormat
+from service.pacing import PATIENCE
 from service.runtime import Runtime
 from service.web.conditional import IMMUTABLE, fields_etag, matches
 from service.web.negotiation import accepts_gzip, combined, negotiate
@@ -20,22 +21,25 @@ _SEND_CHUNK_BYTES: Final = 1 << 20
 
 
 class PermitResponse(Response):
-    """An answer that gives its permit back once it has been sent, or has failed. Its body
-    goes out in 1 MiB chunks, each within ``send_timeout`` seconds: a client that stops
-    reading is cut off instead of keeping the permit."""
+    """An answer that gives its permit back once it has been sent, or has failed, or as
+    soon as its client turns out to be slow: a 1 MiB chunk not taken within
+    ``pacing.PATIENCE`` seconds. A slow reader keeps no one else waiting for a permit; the
+    bytes it holds count against the slow clients' budget instead (:mod:`service.pacing`),
+    which also cuts off clients that read too slowly."""
 
     def __init__(
-        self,
-        content: bytes | memoryview,
-        headers: dict[str, str],
-        release: Callable[[], None],
-        send_timeout: float,
+        self, content: bytes | memoryview, headers: dict[str, str], release: Callable[[], None]
     ) -> None:
         super().__init__(content, headers=headers)
-        self._release = release
-        self._send_timeout = send_timeout
+        self._release: Callable[[], None] | None = release
+
+    def _give_back(self) -> None:
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        loop = asyncio.get_running_loop()
         try:
             start = {"type": "http.response.start", "status": self.status_code}
             await send({**start, "headers": self.raw_headers})
@@ -43,17 +47,20 @@ class PermitResponse(Response):
             for offset in range(0, max(len(body), 1), _SEND_CHUNK_BYTES):
                 chunk = body[offset : offset + _SEND_CHUNK_BYTES]
                 more = offset + _SEND_CHUNK_BYTES < len(body)
-                with anyio.fail_after(self._send_timeout):
+                slow = loop.call_later(PATIENCE, self._give_back)
+                try:
                     await send({"type": "http.response.body", "body": chunk, "more_body": more})
+                finally:
+                    slow.cancel()
         finally:
-            self._release()
+            self._give_back()
 
 
 def respond(runtime: Runtime, answer: handlers.Answer, headers: Mapping[str, str]) -> Response:
     """``answer`` with ``headers`` added."""
     merged = {**headers, **answer.headers}
     if answer.release is not None:
-        return PermitResponse(answer.body, merged, answer.release, runtime.settings.send_timeout)
+        return PermitResponse(answer.body, merged, answer.release)
     return Response(answer.body, headers=merged)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -134,6 +135,108 @@ def test_clients_that_stop_reading_large_answers_are_cut_off() -> None:
             response = httpx.get(f"{base}{TABLE}?{query}", timeout=30)
             assert response.status_code == 200
             assert len(response.content) > 4096 * 1024 * 8
+        finally:
+            for sock in stalled:
+                sock.close()
+
+
+def ask(url: str, query: str, rcvbuf: int = 4096) -> socket.socket:
+    """A connection that has asked for a table answer and reads nothing of it yet, with a
+    small receive buffer (so that the kernel does not take the answer for it)."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(30)
+    sock.connect((host, int(port)))
+    sock.sendall(f"GET {TABLE}?{query}&format=npy HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
+def cut_off(url: str) -> int:
+    """How many requests the server has counted as 499 so far."""
+    metrics = httpx.get(url + "/metrics").text
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in metrics.splitlines()
+        if line.startswith("pe_http_requests_total{") and 'status="499"' in line
+    )
+
+
+def wait_for_cut_offs(url: str, count: int, seconds: float) -> int:
+    deadline = time.monotonic() + seconds
+    while (seen := cut_off(url)) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return seen
+
+
+def test_a_client_that_never_reads_a_small_answer_is_cut_off(tmp_path: Path) -> None:
+    """Every answer, not only large ones, is taken at PE_MIN_READ_RATE after the grace of
+    PE_SEND_TIMEOUT, or its client is cut off: one WARNING line, no traceback, a 499."""
+    log = tmp_path / "server.log"
+    env = {"PE_SEND_TIMEOUT": "0.5", "PE_MIN_READ_RATE": str(8 << 20)}
+    with running(env, log_path=log) as base:
+        # 7 MiB: below the size of a large answer, above what the kernel's buffers take
+        with ask(base, "max_len=114688&d_model=8&dtype=float64") as sock:
+            assert wait_for_cut_offs(base, 1, 20) == 1
+            received = read_until_closed(sock)
+        assert received < 114688 * 8 * 8
+        assert httpx.get(base + "/healthz").status_code == 200
+    text = log.read_text()
+    assert text.count("WARNING service.pacing: Cut off 127.0.0.1:") == 1
+    assert "it read slower than PE_MIN_READ_RATE (8388608 bytes/s)" in text
+    assert "Traceback" not in text
+    assert f'{TABLE}?max_len=114688&d_model=8&dtype=float64&format=npy" 499' in text
+
+
+def read_until_closed(sock: socket.socket) -> int:
+    """Read what the server sent until it closed the connection: the byte count."""
+    received = 0
+    try:
+        while chunk := sock.recv(1 << 16):
+            received += len(chunk)
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def test_slow_clients_share_a_bounded_budget() -> None:
+    """Clients that leave their answers untaken share PE_SLOW_CLIENT_BYTES: past it, the
+    next slow client is cut off at once, not after the grace."""
+    env = {"PE_SEND_TIMEOUT": "60", "PE_SLOW_CLIENT_BYTES": str(20 << 20)}
+    with running(env) as base:
+        # eight 8 MiB answers, none read: two fit in 20 MiB (what the kernel's buffers take
+        # is not held by the service, but each answer counts whole)
+        stalled = [
+            ask(base, f"max_len=131072&d_model=8&dtype=float64&base={2 + i}") for i in range(8)
+        ]
+        try:
+            assert wait_for_cut_offs(base, 6, 20) == 6
+            time.sleep(1)
+            assert cut_off(base) == 6  # the two within the budget wait for their clients
+        finally:
+            for sock in stalled:
+                sock.close()
+
+
+def test_slow_readers_hold_no_permit() -> None:
+    """Large answers take turns (one permit per core), but a client that reads slowly gives
+    its permit back: two slow readers do not keep a third large request waiting."""
+    env = {"PE_MIN_READ_RATE": "16384"}  # the slow readers stay above it
+    with running(env) as base:
+        stalled = [
+            ask(base, f"max_len=262144&d_model=8&dtype=float64&base={2 + i}") for i in range(4)
+        ]
+        try:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:  # they read 64 KiB a second
+                for sock in stalled:
+                    sock.recv(8192)
+                time.sleep(0.1)
+            query = "max_len=262144&d_model=8&dtype=float64&base=99&format=npy"
+            # with the permits held until sent, this would wait minutes for the slow readers
+            response = httpx.get(f"{base}{TABLE}?{query}", timeout=10)
+            assert response.status_code == 200
+            assert len(response.content) > 262144 * 8 * 8
         finally:
             for sock in stalled:
                 sock.close()
