@@ -18,6 +18,7 @@ from service.schemas.sinusoidal import HeatmapQuery, SimilarityQuery
 from service.web import openapi
 from service.web.conditional import IMMUTABLE, fields_etag
 from service.web.deps import RuntimeDep
+from service.web.disconnect import unless_gone
 from service.web.responses import not_modified
 
 HEATMAP_PATH: Final = "/v1/encodings/sinusoidal/heatmap.png"
@@ -51,7 +52,7 @@ async def _picture(
     unchanged = not_modified(request, headers)
     if unchanged is not None:
         return unchanged
-    return Response(await draw(), media_type="image/png", headers=headers)
+    return Response(await unless_gone(request, draw), media_type="image/png", headers=headers)
 
 
 async def paint(runtime: Runtime, draw: Callable[..., bytes], *args: Any, **kwargs: Any) -> bytes:

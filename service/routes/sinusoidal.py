@@ -14,6 +14,7 @@ from service.schemas.sinusoidal import ApplyQuery, TableDocument, TableQuery
 from service.web import openapi
 from service.web.bodies import body_format, read_body
 from service.web.deps import RuntimeDep
+from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
 from service.web.responses import respond, table_response
 
@@ -73,5 +74,7 @@ async def apply(
         kind, fmt, gzip, Additive(query.scale), query.key, query.offset, query.max_len
     )
     # about four bytes a number in every body format: its size says which lane
-    answer = await runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
+    answer = await unless_gone(
+        request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
+    )
     return respond(runtime, answer, {"cache-control": "no-store"})

@@ -15,6 +15,7 @@ from service.codecs.types import Format, TableFormat
 from service.pacing import PATIENCE
 from service.runtime import Runtime
 from service.web.conditional import IMMUTABLE, fields_etag, matches
+from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
 
 _SEND_CHUNK_BYTES: Final = 1 << 20
@@ -107,5 +108,7 @@ async def table_response(
     unchanged = not_modified(request, headers)
     if unchanged is not None:
         return unchanged
-    answer = await handlers.table(runtime, block, fields, chosen, gzip)
+    answer = await unless_gone(
+        request, lambda: handlers.table(runtime, block, fields, chosen, gzip)
+    )
     return respond(runtime, answer, headers)

@@ -3,6 +3,7 @@ do not hold up anyone else."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -240,3 +241,20 @@ def test_slow_readers_hold_no_permit() -> None:
         finally:
             for sock in stalled:
                 sock.close()
+
+
+def test_work_whose_client_has_gone_is_not_done() -> None:
+    """Six large tables asked for and dropped at once: those still waiting for their turn
+    when their clients leave are never computed (each would take a core for a while), and
+    all six count as 499."""
+    with running() as base:
+        dropped = [
+            ask(base, f"max_len=1048576&d_model=8&dtype=float64&base={2 + i}") for i in range(6)
+        ]
+        for sock in dropped:
+            sock.close()
+        assert wait_for_cut_offs(base, 6, 60) == 6
+        cache = httpx.get(base + "/v1/cache").json()
+        # one turn per core: at most that many had started when their clients left
+        assert cache["tables_total"] <= (os.cpu_count() or 1)
+        assert cache["bytes"] <= (os.cpu_count() or 1) * 1048576 * 8 * 8
