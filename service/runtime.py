@@ -13,6 +13,7 @@ from typing import ParamSpec, TypeVar
 import anyio
 
 from service.cache import Cache
+from service.flight import Shared
 from service.limits import Limits
 from service.settings import Settings
 from service.telemetry import Telemetry
@@ -40,6 +41,8 @@ class Runtime:
     large_answers: anyio.Semaphore = field(init=False)
     # matplotlib is not thread-safe: one picture at a time
     painter: anyio.CapacityLimiter = field(init=False)
+    # identical pictures asked for at once are drawn once
+    drawings: Shared[bytes] = field(init=False)
     ready: bool = False
     preload_error: str | None = None
 
@@ -51,6 +54,7 @@ class Runtime:
         self.quick = anyio.CapacityLimiter(cores)
         self.large_answers = anyio.Semaphore(cores)
         self.painter = anyio.CapacityLimiter(1)
+        self.drawings = Shared()
 
     async def compute(
         self, elements: int, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs

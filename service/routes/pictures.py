@@ -52,7 +52,9 @@ async def _picture(
     unchanged = not_modified(request, headers)
     if unchanged is not None:
         return unchanged
-    return Response(await unless_gone(request, draw), media_type="image/png", headers=headers)
+    # identical pictures asked for at once are drawn once: the tag names the picture
+    picture = await unless_gone(request, lambda: runtime.drawings.run(etag, draw))
+    return Response(picture, media_type="image/png", headers=headers)
 
 
 async def paint(runtime: Runtime, draw: Callable[..., bytes], *args: Any, **kwargs: Any) -> bytes:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import io
 import re
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import numpy as np
@@ -195,3 +198,24 @@ def test_pictures_are_in_the_committed_contract(api: httpx.Client) -> None:
     assert "image/png" in paths[HEATMAP]["get"]["responses"]["200"]["content"]
     assert "image/png" in paths[SIMILARITY]["get"]["responses"]["200"]["content"]
     assert "/" not in paths
+
+
+def test_identical_concurrent_pictures_are_drawn_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six identical heatmaps asked for at once share one drawing (the real one, counted)."""
+    drawn: list[int] = []
+    real = plots.heatmap
+
+    def counted(*args: Any, **kwargs: Any) -> bytes:
+        drawn.append(1)
+        time.sleep(0.3)  # the others arrive while it is drawn
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plots, "heatmap", counted)
+    with (
+        in_process(create_app(Settings())) as http,
+        ThreadPoolExecutor(6) as pool,
+    ):
+        answers = list(pool.map(lambda _: http.get(f"{HEATMAP}?max_len=64&d_model=64"), range(6)))
+    assert [a.status_code for a in answers] == [200] * 6
+    assert len({a.content for a in answers}) == 1
+    assert drawn == [1]
