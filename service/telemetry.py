@@ -118,12 +118,17 @@ class Telemetry:
 
 
 def _route(scope: Scope, status: int) -> str:
-    """The route template; the framework's own pages (/docs) by path. Paths nothing
-    answered are not labels: any client could make them up."""
+    """The route template; the framework's own pages (/docs) by their path. Anything else
+    is "unmatched" (a redirect of an unknown path too): labels come from a closed set, as
+    a client could make up any number of paths."""
     path = getattr(scope.get("route"), "path", None)
     if isinstance(path, str):
         return path
-    return "unmatched" if status in (404, 405) else str(scope["path"])
+    app = scope.get("app")
+    routes = getattr(app, "routes", ())
+    if any(getattr(route, "path", None) == scope["path"] for route in routes):
+        return str(scope["path"])
+    return "unmatched"
 
 
 def _escape(char: str) -> str:

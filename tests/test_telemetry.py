@@ -8,6 +8,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from service.app import create_app
+from service.routes import ROUTERS
+from service.settings import Settings
 from service.telemetry import RequestStats, format_access, printable
 from tests.support import TABLE, cache_stats
 
@@ -129,3 +132,25 @@ def test_latency_buckets_are_cumulative() -> None:
     assert samples[("pe_http_request_duration_seconds_count", None)] == 4
     assert samples[("pe_http_request_duration_seconds_sum", None)] == pytest.approx(20.0061)
     assert families["pe_http_requests"].samples[0].value == 4
+
+
+def test_route_labels_come_from_a_closed_set(api: httpx.Client) -> None:
+    """Labels are the app's route templates (and its framework pages), or "unmatched":
+    paths a client makes up, including those answered with a redirect, are not labels."""
+    for i in range(20):
+        api.get(f"/explorer/{i}/")  # a trailing slash: redirected
+        api.get(f"/healthz/{i}")
+        api.get(f"/made-up-{i}/")
+    api.get("/docs")
+    text = api.get("/metrics").text
+    app = create_app(Settings())
+    framework = {getattr(route, "path", None) for route in app.routes}
+    templates = {route.path for router in ROUTERS for route in router.routes} | framework  # type: ignore[attr-defined]
+    routes = {
+        sample.labels["route"]
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if "route" in sample.labels
+    }
+    assert "/docs" in routes
+    assert routes <= templates | {"unmatched"}
