@@ -69,7 +69,7 @@ def test_the_apply_operation(spec: dict[str, Any]) -> None:
         "application/x-npz",
         "application/octet-stream",
     }
-    for status in ("400", "406", "413", "415", "422"):
+    for status in ("400", "406", "408", "413", "415", "422"):
         assert PROBLEM in op["responses"][status]["content"]
     assert {p["name"] for p in op["parameters"]} == {
         "base",

@@ -56,7 +56,7 @@ async def get_table(
     openapi_extra={"requestBody": openapi.APPLY_BODY},
     responses={
         200: {"model": ApplyDocument, "content": openapi.APPLY_MEDIA, "description": "The result."},
-        **openapi.problems_of(400, 406, 413, 415, 422),
+        **openapi.problems_of(400, 406, 408, 413, 415, 422),
     },
 )
 async def apply(

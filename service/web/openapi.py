@@ -12,6 +12,7 @@ from service.web.problems import PROBLEM_MEDIA_TYPE
 _PROBLEM_CAUSES: Final = {
     400: "The body is not readable as its media type.",
     406: "No offered format is acceptable.",
+    408: "No byte of the body arrived for PE_BODY_TIMEOUT seconds.",
     413: "The body is over PE_MAX_BODY_BYTES.",
     415: "The body's media type is not one the endpoint reads.",
     422: "A parameter is invalid or a limit is exceeded.",
