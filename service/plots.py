@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import io
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 DPI: Final = 100
+# bin_means reads its blocks in chunks of about this many numbers
+_CHUNK_ELEMENTS: Final = 1 << 20
 # margins, in pixels: tick and axis labels left and below, the colorbar right
 _LEFT, _RIGHT, _BOTTOM, _GAP, _BAR = 72, 100, 46, 14, 16
 
@@ -67,19 +70,40 @@ def version() -> str:
     return str(matplotlib.__version__)
 
 
-def bin_means(block: NDArray[np.floating], rows: int, cols: int) -> NDArray[np.float64]:
-    """``block`` reduced to at most ``rows`` x ``cols`` cells, each the mean of the entries
-    it covers: what a pixel can show of more entries than it has room for, without the
-    aliasing of drawing every n-th entry."""
-    data = np.asarray(block, dtype=np.float64) if block.size <= rows * cols else block
-    for axis, most in ((0, rows), (1, cols)):
-        n = data.shape[axis]
-        if n > most:
-            edges = np.linspace(0, n, most + 1).astype(np.intp)
-            sums = np.add.reduceat(data, edges[:-1], axis=axis, dtype=np.float64)
-            counts = np.diff(edges).reshape((-1, 1) if axis == 0 else (1, -1))
-            data = sums / counts
-    return np.asarray(data, dtype=np.float64)
+def bin_means(
+    blocks: NDArray[np.floating] | Sequence[NDArray[np.floating]], rows: int, cols: int
+) -> NDArray[np.float64]:
+    """``blocks`` (one array, or consecutive row blocks of one) reduced to at most ``rows``
+    x ``cols`` cells, each the mean of the entries it covers: what a pixel can show of more
+    entries than it has room for, without the aliasing of drawing every n-th entry. The
+    blocks are read a few thousand rows at a time and never joined: what this holds
+    besides them is its answer and a chunk of at most ``_CHUNK_ELEMENTS`` numbers."""
+    parts = [blocks] if isinstance(blocks, np.ndarray) else list(blocks)
+    total, width = sum(len(part) for part in parts), parts[0].shape[1]
+    col_edges = np.linspace(0, width, cols + 1).astype(np.intp) if width > cols else None
+    row_edges = np.linspace(0, total, rows + 1).astype(np.intp) if total > rows else None
+    out = np.zeros((rows if row_edges is not None else total, min(width, cols)))
+    step = max(1, _CHUNK_ELEMENTS // width)
+    offset = 0
+    for part in parts:
+        for start in range(0, len(part), step):
+            chunk = part[start : start + step]
+            if col_edges is None:
+                reduced = np.asarray(chunk, dtype=np.float64)
+            else:
+                sums = np.add.reduceat(chunk, col_edges[:-1], axis=1, dtype=np.float64)
+                reduced = sums / np.diff(col_edges)
+            if row_edges is None:
+                out[offset : offset + len(chunk)] = reduced
+            else:  # the sums of the row bins this chunk reaches
+                first = int(np.searchsorted(row_edges, offset, "right")) - 1
+                last = int(np.searchsorted(row_edges[:-1], offset + len(chunk), "left"))
+                starts = np.maximum(row_edges[first:last] - offset, 0)
+                out[first:last] += np.add.reduceat(reduced, starts, axis=0)
+            offset += len(chunk)
+    if row_edges is not None:
+        out /= np.diff(row_edges)[:, np.newaxis]
+    return out
 
 
 def _wrap(title: str, width: int) -> str:
@@ -116,19 +140,25 @@ def _draw(
     bar = ((_LEFT + plot_w + _GAP) / width, _BOTTOM / height, _BAR / width, plot_h / height)
     left, right = x.edges
     top_edge, bottom_edge = y.edges
-    image = axes.imshow(
-        data,
+    # coloured here, as bytes: matplotlib resamples them as they are, where it would
+    # resample floats and colour the result (half the memory and time: a 2048 x 2048
+    # picture of as many cells peaked at +490 MiB, now +260 MiB)
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    norm, colours = Normalize(*scale), colormaps[cmap]
+    axes.imshow(
+        colours(norm(data), bytes=True),
         aspect="auto",
-        cmap=cmap,
-        vmin=scale[0],
-        vmax=scale[1],
         interpolation="nearest",
         extent=(left, right, bottom_edge, top_edge),  # position 0 at the top, as in matshow
     )
     axes.set_xlabel(x.label)
     axes.set_ylabel(y.label)
     axes.set_title(wrapped, fontsize="medium")
-    figure.colorbar(image, cax=figure.add_axes(bar), label=label)
+    mappable = ScalarMappable(norm, colours)
+    figure.colorbar(mappable, cax=figure.add_axes(bar), label=label)
     out = io.BytesIO()
     # zlib's fastest level: a third of the drawing time saved for 8 % more bytes, and a
     # picture is drawn once and then served from the caches
@@ -139,7 +169,7 @@ def _draw(
 
 
 def heatmap(
-    block: NDArray[np.floating],
+    block: NDArray[np.floating] | Sequence[NDArray[np.floating]],
     rows: Axis,
     cols: Axis,
     *,
@@ -148,7 +178,8 @@ def heatmap(
     height: int,
     cmap: str = "RdBu",
 ) -> bytes:
-    """A PNG of ``block`` (positions down, dimensions across) on a fixed -1 .. 1 scale."""
+    """A PNG of ``block`` (one array, or consecutive row blocks of one; positions down,
+    dimensions across) on a fixed -1 .. 1 scale."""
     data = bin_means(block, height, width)
     return _draw(
         data,

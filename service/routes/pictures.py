@@ -12,7 +12,7 @@ import anyio
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers, plots
-from service.encodings import registry, sinusoidal
+from service.encodings import sinusoidal
 from service.runtime import Runtime
 from service.schemas.sinusoidal import HeatmapQuery, SimilarityQuery
 from service.web import openapi
@@ -24,7 +24,7 @@ from service.web.responses import not_modified
 HEATMAP_PATH: Final = "/v1/encodings/sinusoidal/heatmap.png"
 SIMILARITY_PATH: Final = "/v1/encodings/sinusoidal/similarity.png"
 # Bump when the pictures change for the same parameters and matplotlib version.
-PICTURE_REVISION: Final = "1"
+PICTURE_REVISION: Final = "2"
 _RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     200: {"content": {"image/png": openapi.BINARY}, "description": "The picture."},
     304: openapi.NOT_MODIFIED,
@@ -84,7 +84,7 @@ async def get_heatmap(
             return await paint(
                 runtime,
                 plots.heatmap,
-                registry.joined(parts)[:, block.dim_start : block.dim_stop],
+                [part[:, block.dim_start : block.dim_stop] for part in parts],  # never joined
                 plots.Axis("Position", query.start, query.row_stop - 1),
                 plots.Axis("Encoding dimension", query.dim_start, query.col_stop - 1),
                 title=f"Sinusoidal positional encoding\n{query.label()}",
