@@ -1,0 +1,94 @@
+"""What one request may hold while it is answered, as a documented multiple of its answer
+or body (README, "Memory"): each against a fresh server process, from the peak of its
+resident memory (VmHWM) over its idle memory. The pages a table request caches count."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.support import APPLY, HEATMAP, TABLE, npy_bytes, rss_mib, serving
+
+pytestmark = pytest.mark.slow
+
+MiB = 1 << 20
+# the allocator, the first request's imports and buffers of the framework
+SLACK = 24
+
+
+def peak_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status)[1]) / 1024  # type: ignore[index]
+
+
+def json_batch(rows: int, cols: int) -> bytes:
+    row = b"[" + b",".join([b"0.5"] * cols) + b"]"
+    return b'{"embeddings":[' + b",".join([row] * rows) + b"]}"
+
+
+CASES = [
+    # method, path, body and its type, the bound in MiB from the answer's and body's MiB
+    pytest.param(
+        "GET",
+        f"{TABLE}?max_len=131072&d_model=128&format=npy",
+        None,
+        lambda answer, body: 2 * answer + SLACK,
+        id="npy-table-64MiB",
+    ),
+    pytest.param(
+        "GET",
+        f"{TABLE}?max_len=16384&d_model=128&format=json",
+        None,
+        lambda answer, body: 2 * answer + SLACK,
+        id="json-table-2M-numbers",
+    ),
+    pytest.param(
+        "POST",
+        APPLY,
+        (npy_bytes(np.ones((64, 256, 512), np.float16)), "application/x-npy"),
+        lambda answer, body: 4 * body + SLACK,
+        id="npy-apply-float16-16MiB",
+    ),
+    pytest.param(
+        "POST",
+        f"{APPLY}?format=json",
+        (json_batch(4096, 512), "application/json"),
+        lambda answer, body: 72 * 4096 * 512 / MiB + SLACK,
+        id="json-apply-2M-numbers",
+    ),
+    pytest.param(
+        "GET",
+        f"{HEATMAP}?max_len=131072&d_model=128&width=2048&height=2048",
+        None,
+        # 64 bytes a pixel, the rows it reads (64 MiB), matplotlib itself (about 42 MiB)
+        lambda answer, body: 64 * 2048 * 2048 / MiB + 64 + 48 + SLACK,
+        id="heatmap-2048x2048-of-64MiB",
+    ),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "bound"), CASES)
+def test_a_request_holds_at_most_a_documented_multiple(
+    method: str, path: str, body: tuple[bytes, str] | None, bound: Callable[[float, float], float]
+) -> None:
+    with (
+        serving({"PE_LOG_LEVEL": "warning"}) as (url, process),
+        httpx.Client(base_url=url, timeout=120) as client,
+    ):
+        client.get(f"{TABLE}?max_len=2&d_model=2")  # the first request's imports
+        idle = rss_mib(process.pid)
+        if body is None:
+            response = client.get(path, headers={"accept-encoding": "identity"})
+        else:
+            response = client.post(path, content=body[0], headers={"content-type": body[1]})
+        assert response.status_code == 200
+        held = peak_mib(process.pid) - idle
+    answer, sent = len(response.content) / MiB, len(body[0]) / MiB if body else 0.0
+    limit = bound(answer, sent)
+    print(f"\n{path[:60]}: answer {answer:.1f} MiB, body {sent:.1f} MiB, peak +{held:.0f} MiB")
+    assert held <= limit
