@@ -25,6 +25,7 @@ from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from service.pacing import Pacer, settings
+from service.telemetry import REFUSED
 
 MAX_TARGET_BYTES: Final = 8 << 10
 MAX_HEAD_BYTES: Final = 32 << 10
@@ -202,6 +203,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         """Answer ``status`` with a problem document and close the connection; if the answer
         to an earlier request is being sent, let it finish, then close."""
         self._dropping = True
+        REFUSED[status] += 1
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
             if cycle.response_started:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import json
 import logging
 import sys
@@ -37,6 +38,9 @@ _LABELS = ["method", "route", "status"]
 # the status of a request whose client did not take its answer, as nginx counts it
 CUT_OFF: Final = "service.cut_off"
 CLIENT_GONE: Final = 499
+# requests the HTTP protocol refused before the app saw them (service.protocol), by status;
+# the protocol is made per connection by uvicorn, so the count is the process's
+REFUSED: Final[collections.Counter[int]] = collections.Counter()
 
 
 class CacheCollector(Collector):
@@ -105,6 +109,15 @@ class RequestStats(Collector):
             latency.add_metric(list(labels), cumulative, total)
         yield requests
         yield latency
+        refused = CounterMetricFamily(
+            "pe_http_refused",
+            "Requests refused before the app saw them: malformed (400), a head too slow "
+            "(408), a target or head too large (414, 431).",
+            labels=["status"],
+        )
+        for status, count in sorted(REFUSED.items()):
+            refused.add_metric([str(status)], count)
+        yield refused
 
 
 class Telemetry:

@@ -258,3 +258,17 @@ def test_work_whose_client_has_gone_is_not_done() -> None:
         # one turn per core: at most that many had started when their clients left
         assert cache["tables_total"] <= (os.cpu_count() or 1)
         assert cache["bytes"] <= (os.cpu_count() or 1) * 1048576 * 8 * 8
+
+
+def test_requests_the_protocol_refuses_are_counted() -> None:
+    """Refusals before the app sees a request are in /metrics, by status."""
+    with running() as base:
+        with connect(base) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+            assert read_answer(sock).startswith(b"HTTP/1.1 400 ")
+        query = "x" * (MAX_TARGET_BYTES + 10)
+        assert httpx.get(f"{base}{TABLE}?{query}").status_code == 414
+        assert httpx.get(f"{base}{TABLE}?{query}").status_code == 414
+        metrics = httpx.get(base + "/metrics").text
+    assert 'pe_http_refused_total{status="400"} 1.0' in metrics
+    assert 'pe_http_refused_total{status="414"} 2.0' in metrics
