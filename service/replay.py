@@ -27,6 +27,9 @@ _KEEP_HEADERS: Final = (b"etag", b"cache-control", b"vary")  # what a 304 repeat
 _KEYED: Final = {"accept", "accept-encoding"}
 _READ: Final = {b"accept", b"accept-encoding", b"if-none-match"}
 _OVERHEAD_BYTES: Final = 512  # the entry, its key and its header list, roughly
+# longer Accept / Accept-Encoding values are answered but not kept: no client needs them,
+# and each distinct one would keep another copy of an answer under a key as long
+MAX_KEYED_BYTES: Final = 512
 Record = Callable[[Scope, int, int, float], None]
 
 
@@ -76,13 +79,11 @@ class Replay:
             await self.app(scope, receive, send)
             return
         fields = combined_fields(scope["headers"], _READ)
-        key = (
-            "replay",
-            scope["path"],
-            scope["query_string"],
-            fields.get(b"accept"),
-            fields.get(b"accept-encoding"),
-        )
+        accept, encoding = fields.get(b"accept"), fields.get(b"accept-encoding")
+        if len(accept or "") > MAX_KEYED_BYTES or len(encoding or "") > MAX_KEYED_BYTES:
+            await self.app(scope, receive, send)
+            return
+        key = ("replay", scope["path"], scope["query_string"], accept, encoding)
         cache = self.cache()
         kept = cache.recall(key)
         if kept is None:

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from service.replay import _replayable
+from service.replay import MAX_KEYED_BYTES, _replayable
 from service.settings import Settings
 from tests.support import HEATMAP, TABLE, cache_stats, in_process
 
@@ -60,6 +60,20 @@ def test_another_accept_header_is_another_answer(api: httpx.Client) -> None:
     again = api.get(url, headers={"accept": "application/x-npy"})
     assert as_json.headers["content-type"] == "application/json"
     assert as_npy.headers["content-type"] == again.headers["content-type"] == "application/x-npy"
+
+
+def test_answers_to_long_accept_headers_are_not_kept(api: httpx.Client) -> None:
+    """Distinct long Accept values would each keep a copy of an answer under a key as long
+    (3,000 distinct 30 KB values held 89 MiB of the budget): they are answered, not kept."""
+    url = f"{TABLE}?max_len=43&d_model=12"
+    before = cache_stats(api)["responses"]
+    for i in range(5):
+        accept = f"application/json, text/x-{i}-{'a' * MAX_KEYED_BYTES};q=0.1"
+        response = api.get(url, headers={"accept": accept})
+        assert response.headers["content-type"] == "application/json"
+    assert cache_stats(api)["responses"] == before
+    api.get(url, headers={"accept": "application/json"})
+    assert cache_stats(api)["responses"] == before + 1
 
 
 def test_errors_are_never_replayed(api: httpx.Client) -> None:
