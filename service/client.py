@@ -42,13 +42,26 @@ class ProblemError(Exception):
         super().__init__(f"{status} {self.title}: {self.detail}")
 
 
+def _wire(value: Any) -> Any:
+    """A parameter's value as the query string says it: floats in full, booleans lower."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value) if isinstance(value, float) else value
+
+
 def _table_request(
     key: Key, max_len: int, start: int, stop: int | None, dim_start: int, dim_stop: int | None
 ) -> tuple[str, dict[str, Any]]:
     """The path and query parameters of a table of ``key``: its fields are the parameters."""
+    # a family's key may say how a request names it; else its fields are the parameters
+    fields = key.query() if hasattr(key, "query") else dataclasses.asdict(key)
     params: dict[str, Any] = {
-        name: repr(value) if isinstance(value, float) else value
-        for name, value in dataclasses.asdict(key).items()
+        name: repr(value)
+        if isinstance(value, float)
+        else str(value).lower()
+        if isinstance(value, bool)
+        else value
+        for name, value in fields.items()
     }
     params.update(max_len=max_len, start=start, dim_start=dim_start, format="npy")
     if stop is not None:

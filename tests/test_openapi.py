@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from service.app import create_app
+from service.schemas.presets import PRESET_PARAMETERS
 from service.settings import Settings
 from tests.support import ROOT
 
@@ -78,4 +79,7 @@ def test_the_apply_operation(spec: dict[str, Any]) -> None:
         "offset",
         "max_len",
         "format",
+        "preset",
+        "rounding",
+        *PRESET_PARAMETERS,
     }

@@ -65,9 +65,11 @@ def _decimal_pair(value: decimal.Decimal) -> tuple[float, float]:
     return hi, float(value - decimal.Decimal(hi))
 
 
-def inverse_powers(base: float, denominator: int, count: int) -> tuple[Float64Array, Float64Array]:
-    """``base^(-2i/denominator)`` for ``i < count`` as double-double ``(hi, lo)`` arrays
-    whose sum is exact to ~2^-100: the frequencies of a sinusoidal table
+def inverse_powers(
+    base: float, denominator: int, count: int, divisor: float = 1.0
+) -> tuple[Float64Array, Float64Array]:
+    """``(base / divisor)^(-2i/denominator)`` for ``i < count`` as double-double ``(hi, lo)``
+    arrays whose sum is exact to ~2^-100: the frequencies of a sinusoidal table
     (``denominator = d_model``) and of rotary embeddings (the rotary dimension).
 
     ``base^(-2i/d) = r^i`` with ``r = base^(-2/d)``, so only the powers ``r^(2^k)`` are
@@ -76,7 +78,7 @@ def inverse_powers(base: float, denominator: int, count: int) -> tuple[Float64Ar
     every frequency from one more product, in chunks (any width costs memory in proportion).
     """
     bits = max(count - 1, 0).bit_length()
-    squarings = _squarings(base, denominator, bits)
+    squarings = _squarings(base, divisor, denominator, bits)
     low_bits = (bits + 1) // 2
     low_hi, low_lo = _bit_powers(squarings[:low_bits], 1 << low_bits)
     high_hi, high_lo = _bit_powers(squarings[low_bits:], -(-count >> low_bits))
@@ -104,11 +106,24 @@ def _bit_powers(
     return hi, lo
 
 
+def scaled(
+    hi: Float64Array, lo: Float64Array, factor: decimal.Decimal
+) -> tuple[Float64Array, Float64Array]:
+    """The double-double ``hi + lo`` times ``factor`` (given to 40 digits)."""
+    f_hi, f_lo = _decimal_pair(factor)
+    return dd_mul(hi, lo, f_hi, f_lo)
+
+
 @functools.lru_cache(maxsize=256)  # a few dozen floats an entry
-def _squarings(base: float, denominator: int, bits: int) -> tuple[tuple[float, float], ...]:
-    """``r^(2^k)`` for ``k < bits``, ``r = base^(-2/denominator)``, as double-doubles."""
+def _squarings(
+    base: float, divisor: float, denominator: int, bits: int
+) -> tuple[tuple[float, float], ...]:
+    """``r^(2^k)`` for ``k < bits``, ``r = (base/divisor)^(-2/denominator)``, as
+    double-doubles."""
     context = decimal.Context(prec=40)
-    log_base = context.ln(decimal.Decimal(base))
+    log_base = context.subtract(
+        context.ln(decimal.Decimal(base)), context.ln(decimal.Decimal(divisor))
+    )
     return tuple(
         _decimal_pair(
             context.exp(

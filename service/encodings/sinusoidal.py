@@ -15,38 +15,65 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact
+from service.encodings import _exact, _library, presets
+from service.encodings.catalogue import PRESETS
 from service.encodings.registry import DTYPES, DType, Family, Rows, register
 from service.errors import InvalidParameter
 
 Layout = Literal["interleaved", "split"]
 LAYOUTS: Final[tuple[Layout, ...]] = get_args(Layout)
+Rounding = Literal["library", "exact"]
+ROUNDINGS: Final[tuple[Rounding, ...]] = get_args(Rounding)
 DEFAULT_BASE: Final = 10000.0
+# rows computed at a time where float64 temporaries are needed (library, scaled tables)
+_CHUNK_ELEMENTS: Final = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
 class SinusoidalKey:
-    """Everything that changes a sinusoidal table's values."""
+    """Everything that changes a sinusoidal table's values: its width, its preset (the
+    paper's, or a library's) with the preset's parameters, the rounding, and the dtype.
+    ``base`` is the preset's ``base`` where it has one; its other parameters are ``params``
+    (name, value) in the preset's order, defaults filled in; ``layout`` is the preset's
+    arrangement of columns (the client's choice for ``vaswani``)."""
 
     d_model: int
     base: float = DEFAULT_BASE
-    layout: Layout = "interleaved"
+    layout: presets.Arrangement = "interleaved"
     dtype: DType = "float32"
+    preset: str = "vaswani"
+    rounding: Rounding = "exact"
+    params: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.d_model < 1:
             raise InvalidParameter("d_model", "must be a positive integer")
         if not (math.isfinite(self.base) and self.base > 1):
             raise InvalidParameter("base", "must be a finite number greater than 1")
-        if self.layout not in LAYOUTS:
+        if self.preset not in PRESETS:
+            raise InvalidParameter("preset", f"must be one of {', '.join(PRESETS)}")
+        if self.layout not in get_args(presets.Arrangement):
             raise InvalidParameter("layout", f"must be one of {', '.join(LAYOUTS)}")
         if self.dtype not in DTYPES:
             raise InvalidParameter("dtype", f"must be one of {', '.join(DTYPES)}")
+        if self.rounding not in ROUNDINGS:
+            raise InvalidParameter("rounding", f"must be one of {', '.join(ROUNDINGS)}")
+        preset = PRESETS[self.preset]
+        if self.d_model < preset.min_d:
+            raise InvalidParameter(
+                "d_model", f"must be at least {preset.min_d} for preset {self.preset}"
+            )
+        if preset.odd == "reject" and self.d_model % 2:
+            raise InvalidParameter(
+                "d_model",
+                f"must be even for preset {self.preset}: {preset.sources[0].function} "
+                "has no odd widths",
+            )
 
     @property
     def width(self) -> int:
@@ -54,33 +81,128 @@ class SinusoidalKey:
 
     @property
     def pairs(self) -> int:
-        """Frequencies: one per sine column, ``ceil(d_model / 2)``."""
-        return (self.d_model + 1) // 2
+        """Frequencies: one per sine column."""
+        return PRESETS[self.preset].sines(self.d_model)
+
+    def query(self) -> dict[str, Any]:
+        """The key as a request's parameters say it (what the Python client sends)."""
+        preset = PRESETS[self.preset]
+        fields: dict[str, Any] = {"d_model": self.d_model, "dtype": self.dtype}
+        if self.preset == "vaswani":
+            return {**fields, "base": self.base, "layout": self.layout}
+        named = {param.name for param in preset.params}
+        return {
+            **fields,
+            "preset": self.preset,
+            "rounding": self.rounding,
+            **({"base": self.base} if "base" in named else {}),
+            **dict(self.params),
+        }
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The preset's parameters by name, ``base`` among them."""
+        return {"base": self.base, **dict(self.params)}
 
 
 def frequencies(key: SinusoidalKey) -> tuple[_exact.Float64Array, _exact.Float64Array]:
-    """``base^(-2i/d_model)`` for ``i < ceil(d_model/2)``, double-double."""
-    return _exact.inverse_powers(key.base, key.d_model, key.pairs)
+    """The exact frequencies of the sine columns, double-double."""
+    hi, lo = PRESETS[key.preset].exact(key.d_model, key.settings)
+    return hi[: key.pairs], lo[: key.pairs]
 
 
 def _columns(key: SinusoidalKey, out: Rows) -> _exact.Target:
-    """The sine and cosine columns of ``out`` in the key's layout."""
+    """The sine and cosine columns of ``out`` in the key's arrangement."""
+    n = key.pairs
     if key.layout == "interleaved":
         return out[:, 0::2], out[:, 1::2]
-    return out[:, : key.pairs], out[:, key.pairs :]
+    if key.layout == "split":
+        return out[:, :n], out[:, n:]
+    if key.layout == "sin-cos":
+        return out[:, :n], out[:, n : 2 * n]
+    return out[:, n : 2 * n], out[:, :n]
+
+
+def _finish(key: SinusoidalKey, first: int, out: Rows) -> None:
+    """The preset's zeros in rows ``first ..``: the column after the pairs of an odd
+    width, and the padding row."""
+    preset = PRESETS[key.preset]
+    if key.layout in ("sin-cos", "cos-sin") and key.d_model % 2:
+        out[:, -1] = 0
+    if preset.zero_row is not None:
+        row = int(key.settings[preset.zero_row]) - first
+        if 0 <= row < len(out):
+            out[row] = 0
+
+
+def _write(key: SinusoidalKey, positions: NDArray[np.int64], out: Rows) -> None:
+    """Rows of ``positions`` into ``out`` where exact angles alone are not the table: the
+    library's own arithmetic, or an exact table times a scale (rounded once)."""
+    preset = PRESETS[key.preset]
+    settings = key.settings
+    shift = int(settings[preset.shift]) if preset.shift else 0
+    scale = settings[preset.scale] if preset.scale else 1.0
+    sines, cosines = _columns(key, out)
+    library = preset.library if key.rounding == "library" else None
+    w_hi, w_lo = frequencies(key) if library is None else (None, None)
+    rows = max(1, _CHUNK_ELEMENTS // key.d_model)
+    s: NDArray[np.floating]
+    c: NDArray[np.floating]
+    for first in range(0, len(positions), rows):
+        part = positions[first : first + rows] + shift
+        if library is not None:
+            s, c = _library.sincos(library(part, key.d_model, settings)[:, : key.pairs])
+            if scale != 1:
+                s, c = s * np.float32(scale), c * np.float32(scale)
+        else:
+            assert w_hi is not None
+            assert w_lo is not None
+            s, c = np.empty((len(part), key.pairs)), np.empty((len(part), key.pairs))
+            _exact.take(part, w_hi, w_lo, (s, c))
+            s, c = s * scale, c * scale
+        sines[first : first + len(part)] = s
+        cosines[first : first + len(part)] = c[:, : cosines.shape[1]]
+
+
+def _direct(key: SinusoidalKey) -> bool:
+    """Whether the table is exact angles written as they are (the fast, blocked path)."""
+    preset = PRESETS[key.preset]
+    library = key.rounding == "library" and preset.library is not None
+    return not library and preset.scale is None
 
 
 def fill(key: SinusoidalKey, start: int, out: Sequence[Rows]) -> None:
     """Rows ``start, start+1, ...`` written into the arrays ``out``, one after the other."""
-    w_hi, w_lo = frequencies(key)
-    _exact.fill(start, w_hi, w_lo, [_columns(key, part) for part in out])
+    preset = PRESETS[key.preset]
+    if _direct(key):
+        shift = int(key.settings[preset.shift]) if preset.shift else 0
+        w_hi, w_lo = frequencies(key)
+        _exact.fill(start + shift, w_hi, w_lo, [_columns(key, part) for part in out])
+    else:
+        first = start
+        for part in out:
+            _write(key, np.arange(first, first + len(part), dtype=np.int64), part)
+            first += len(part)
+    first = start
+    for part in out:
+        _finish(key, first, part)
+        first += len(part)
 
 
 def take(key: SinusoidalKey, positions: NDArray[np.int64]) -> Rows:
     """The rows at ``positions``, bit-identical to those rows of the whole table."""
-    w_hi, w_lo = frequencies(key)
     out = np.empty((len(positions), key.d_model), dtype=key.dtype)
-    _exact.take(positions, w_hi, w_lo, _columns(key, out))
+    preset = PRESETS[key.preset]
+    if _direct(key):
+        shift = int(key.settings[preset.shift]) if preset.shift else 0
+        w_hi, w_lo = frequencies(key)
+        _exact.take(positions + shift, w_hi, w_lo, _columns(key, out))
+    else:
+        _write(key, positions, out)
+    if key.layout in ("sin-cos", "cos-sin") and key.d_model % 2:
+        out[:, -1] = 0
+    if preset.zero_row is not None:
+        out[positions == int(key.settings[preset.zero_row])] = 0
     return out
 
 

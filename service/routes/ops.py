@@ -40,7 +40,7 @@ async def get_cache_stats(runtime: RuntimeDep, response: Response) -> CacheDocum
         tables=[
             CacheTable(
                 family=family_of(table.key).name,
-                key=dataclasses.asdict(table.key),
+                key=_fields(table.key),
                 pages=table.pages,
                 page_rows=runtime.cache.page_rows(table.key),
                 bytes=table.bytes,
@@ -48,6 +48,13 @@ async def get_cache_stats(runtime: RuntimeDep, response: Response) -> CacheDocum
             for table in stats.tables
         ],
     )
+
+
+def _fields(key: Any) -> dict[str, Any]:
+    """A key's fields by name; its ``params`` (name, value) pairs among them."""
+    fields = dataclasses.asdict(key)
+    fields.update(dict(fields.pop("params", ())))
+    return fields
 
 
 @router.get(

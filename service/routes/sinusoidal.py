@@ -71,7 +71,13 @@ async def apply(
     limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
     body = await read_body(request, limit, idle_timeout=idle)
     plan = handlers.Apply(
-        kind, fmt, gzip, Additive(query.scale), query.key, query.offset, query.max_len
+        kind,
+        fmt,
+        gzip,
+        Additive(query.embedding_scale()),
+        query.key,
+        query.first_row(),
+        query.max_len,
     )
     # about four bytes a number in every body format: its size says which lane
     answer = await unless_gone(

@@ -7,9 +7,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from service.codecs.types import Format, TableFormat
+from service.encodings import presets
+from service.encodings.catalogue import PRESETS
 from service.encodings.registry import DType
-from service.encodings.sinusoidal import DEFAULT_BASE, Layout, SinusoidalKey
+from service.encodings.sinusoidal import DEFAULT_BASE, Layout, Rounding, SinusoidalKey
+from service.errors import InvalidParameter
 from service.schemas.common import Colormap, Height, Width, below, within
+from service.schemas.presets import PresetFields, PresetName
+from service.settings import POSITION_CEILING
 
 
 class RowsQuery(BaseModel):
@@ -27,7 +32,9 @@ class RowsQuery(BaseModel):
         DEFAULT_BASE,
         gt=1,
         allow_inf_nan=False,
-        description="Wavelength base: column pair i has frequency base^(-2i/d_model).",
+        description="Wavelength base (default 10000): column pair i has frequency "
+        "base^(-2i/d_model) in the paper's table; the presets that take a base use it in "
+        "their own rule.",
     )
     start: int = Field(0, ge=0, description="First row returned (inclusive).")
     stop: int | None = Field(
@@ -58,12 +65,16 @@ class RowsQuery(BaseModel):
         return f"max_len={self.max_len}, d_model={self.d_model}, base={self.base:.15g}{rows}"
 
 
-class BlockQuery(RowsQuery):
+class BlockQuery(RowsQuery, PresetFields):
     """Which table, and which block of it."""
 
     layout: Layout = Field(
         "interleaved",
-        description="interleaved: sin, cos, sin, ... (the paper); split: all sines, then cosines.",
+        description="vaswani only (the other presets fix their layout): interleaved (the "
+        "default): sin, cos, sin, ...; split: all sines, then cosines.",
+    )
+    scale: float | None = Field(
+        None, allow_inf_nan=False, description="mlx: factor on the table; sqrt(2 / d_model)."
     )
     dtype: DType = Field("float32", description="Element type of the returned table.")
     dim_start: int = Field(0, ge=0, description="First column returned (inclusive).")
@@ -86,15 +97,22 @@ class BlockQuery(RowsQuery):
         return self.d_model if self.dim_stop is None else self.dim_stop
 
     def key(self) -> SinusoidalKey:
-        return SinusoidalKey(self.d_model, self.base, self.layout, self.dtype)
+        key = self.preset_key(self.d_model, self.dtype, scale=self.scale)
+        shift = dict(key.params).get("start_index", 0)
+        if shift and shift + self.max_len - 1 > POSITION_CEILING:
+            raise InvalidParameter(
+                "start_index", f"start_index + max_len - 1 must be at most {POSITION_CEILING}"
+            )
+        return key
 
     def describe(self) -> dict[str, Any]:
         """The JSON answer's fields before ``data``, in the contract's order."""
+        key = self.key()
         return {
             "max_len": self.max_len,
             "d_model": self.d_model,
-            "base": self.base,
-            "layout": self.layout,
+            **self.preset_fields(key),
+            "layout": key.layout,
             "dtype": self.dtype,
             "start": self.start,
             "stop": self.row_stop,
@@ -109,7 +127,9 @@ class BlockQuery(RowsQuery):
             if (self.dim_start, self.col_stop) == (0, self.d_model)
             else (f", dimensions {self.dim_start}..{self.col_stop - 1}")
         )
-        return f"{super().label()}{columns}, {self.layout}, {self.dtype}"
+        preset = "" if self.preset == "vaswani" else f", {self.preset} ({self.rounding})"
+        layout = PRESETS[self.preset].arrangement or self.layout
+        return f"{super().label()}{columns}{preset}, {layout}, {self.dtype}"
 
 
 class TableQuery(BlockQuery):
@@ -140,7 +160,7 @@ class SimilarityQuery(RowsQuery):
         return SinusoidalKey(self.d_model, self.base)
 
 
-class ApplyQuery(BaseModel):
+class ApplyQuery(PresetFields):
     """How to apply the encoding to a posted batch; ``d_model`` is the batch's last axis."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -148,9 +168,18 @@ class ApplyQuery(BaseModel):
     base: float = Field(DEFAULT_BASE, gt=1, allow_inf_nan=False, description="As for tables.")
     layout: Layout = Field("interleaved", description="As for tables.")
     scale: float | None = Field(
-        None, allow_inf_nan=False, description="Factor on the embeddings; default sqrt(d_model)."
+        None,
+        allow_inf_nan=False,
+        description="Factor on the embeddings; default the preset's (sqrt(d_model) for "
+        "vaswani, pytorch-tutorial, tf-tutorial, tensor2tensor, fairseq and marian; 1 for "
+        "the others).",
     )
-    offset: int = Field(0, ge=0, description="Position of the first row when no position_ids.")
+    offset: int | None = Field(
+        None,
+        ge=0,
+        description="Position (table row) of the first embedding when no position_ids; "
+        "default 0 (fairseq: padding_idx + 1).",
+    )
     max_len: int | None = Field(
         None, ge=1, description="When given, every position must be below it."
     )
@@ -161,7 +190,24 @@ class ApplyQuery(BaseModel):
 
     def key(self, d_model: int, dtype: DType) -> SinusoidalKey:
         """The table the batch needs: its width, and the dtype it is computed in."""
-        return SinusoidalKey(d_model, self.base, self.layout, dtype)
+        return self.preset_key(d_model, dtype)
+
+    def embedding_scale(self) -> float | None:
+        """The factor on the embeddings: given, or the preset's (``None``: sqrt(d_model))."""
+        if self.scale is not None:
+            return self.scale
+        return None if PRESETS[self.preset].embed_scale == "sqrt(d_model)" else 1.0
+
+    def first_row(self) -> int:
+        """The row of the first embedding when no position ids say: given, or the preset's."""
+        if self.offset is not None:
+            return self.offset
+        preset = PRESETS[self.preset]
+        params = {
+            p.name: p.default if self.given().get(p.name) is None else self.given()[p.name]
+            for p in preset.params
+        }
+        return preset.first_row(params)
 
 
 class TableDocument(BaseModel):
@@ -169,8 +215,20 @@ class TableDocument(BaseModel):
 
     max_len: int
     d_model: int
-    base: float
-    layout: Layout
+    preset: PresetName | None = Field(None, description="Absent for vaswani.")
+    rounding: Rounding | None = Field(None, description="Absent for vaswani.")
+    base: float | None = Field(None, description="Where the preset takes a base.")
+    min_timescale: float | None = None
+    max_timescale: float | None = None
+    start_index: int | None = None
+    padding_idx: int | None = None
+    max_wavelength: float | None = None
+    min_freq: float | None = None
+    max_freq: float | None = None
+    scale: float | None = None
+    cos_first: bool | None = None
+    full_turns: bool | None = None
+    layout: presets.Arrangement
     dtype: DType
     start: int
     stop: int

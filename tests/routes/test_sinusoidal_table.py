@@ -401,7 +401,14 @@ def _check_cache_statistics(api: httpx.Client) -> None:
     table = next(t for t in stats["tables"] if t["key"]["base"] == 3.5 and t["key"]["d_model"] == 6)
     assert table == {
         "family": "sinusoidal",
-        "key": {"d_model": 6, "base": 3.5, "layout": "split", "dtype": "float16"},
+        "key": {
+            "d_model": 6,
+            "base": 3.5,
+            "layout": "split",
+            "dtype": "float16",
+            "preset": "vaswani",
+            "rounding": "exact",
+        },
         "pages": 1,
         "page_rows": 16384,  # a power of two of 12-byte rows within 256 KiB
         "bytes": 16384 * 6 * 2,

@@ -1,0 +1,270 @@
+"""The presets: the sinusoidal tables the libraries train with, one entry each, with the
+library functions each follows (``GET /v1/presets`` lists them)."""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from service.encodings import _library
+from service.encodings.presets import (
+    Param,
+    Preset,
+    Source,
+    frequency_range,
+    halves,
+    powers,
+    timescales,
+)
+
+_BASE: Final = Param("base", 10000.0, "Wavelength base.")
+_HF: Final = "huggingface/transformers"
+_ROOT_D: Final = "sqrt(d_model)"
+
+PRESETS: Final[dict[str, Preset]] = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            "vaswani",
+            "The paper's table: sin and cos interleaved, pair k at base^(-2k/d).",
+            (
+                Source(
+                    _HF,
+                    "src/transformers/models/xlm/modeling_xlm.py",
+                    "create_sinusoidal_embeddings",
+                ),
+            ),
+            "the paper; Hugging Face DistilBERT, XLM, Flaubert; the old TensorFlow tutorial",
+            "PE[p, 2k] = sin(p base^(-2k/d)), PE[p, 2k+1] = cos(p base^(-2k/d))",
+            None,
+            "sin",
+            1,
+            powers("base", lambda d: d),
+            None,
+            (_BASE,),
+            _ROOT_D,
+        ),
+        Preset(
+            "pytorch-tutorial",
+            "PyTorch's nn.Transformer tutorial: interleaved, frequencies in float32.",
+            (
+                Source(
+                    "pytorch/tutorials",
+                    "beginner_source/transformer_tutorial.py",
+                    "PositionalEncoding",
+                ),
+            ),
+            "models written from the PyTorch tutorial",
+            "div_term = exp(2k (-ln base / d)); PE[p, 2k] = sin(p div_term), "
+            "PE[p, 2k+1] = cos(p div_term)",
+            "interleaved",
+            "reject",
+            2,
+            powers("base", lambda d: d),
+            _library.pytorch_tutorial,
+            (_BASE,),
+            _ROOT_D,
+        ),
+        Preset(
+            "tf-tutorial",
+            "TensorFlow's transformer tutorial: all sines, then all cosines, in float64.",
+            (Source("tensorflow/text", "docs/tutorials/transformer.ipynb", "positional_encoding"),),
+            "models written from the TensorFlow tutorial",
+            "rates = base^(-k / (d/2)); PE[p] = [sin(p rates) | cos(p rates)]",
+            "sin-cos",
+            "reject",
+            2,
+            powers("base", lambda d: d),
+            _library.tf_tutorial,
+            (_BASE,),
+            _ROOT_D,
+        ),
+        Preset(
+            "tensor2tensor",
+            "tensor2tensor's timing signal: [sin | cos] of geometric timescales, float32.",
+            (
+                Source(
+                    "tensorflow/tensor2tensor",
+                    "tensor2tensor/layers/common_attention.py",
+                    "get_timing_signal_1d",
+                ),
+            ),
+            "tensor2tensor Transformer models",
+            "inv_k = min_ts exp(-k ln(max_ts / min_ts) / max(n - 1, 1)); "
+            "[sin(p inv) | cos(p inv) | 0 if d odd]",
+            "sin-cos",
+            "zero",
+            1,
+            timescales,
+            _library.tensor2tensor,
+            (
+                Param("min_timescale", 1.0, "Shortest timescale."),
+                Param("max_timescale", 1.0e4, "Longest timescale."),
+                Param("start_index", 0, "Position of the first row."),
+            ),
+            _ROOT_D,
+            "row r is position r + start_index",
+            shift="start_index",
+        ),
+        Preset(
+            "fairseq",
+            "fairseq's SinusoidalPositionalEmbedding: [sin | cos], float32, a zero padding row.",
+            (
+                Source(
+                    "facebookresearch/fairseq",
+                    "fairseq/modules/sinusoidal_positional_embedding.py",
+                    "SinusoidalPositionalEmbedding.get_embedding",
+                ),
+                Source("facebookresearch/fairseq", "fairseq/utils.py", "make_positions"),
+                Source(
+                    _HF,
+                    "src/transformers/models/m2m_100/modeling_m2m_100.py",
+                    "M2M100SinusoidalPositionalEmbedding.get_embedding",
+                ),
+            ),
+            "fairseq Transformers; Hugging Face M2M100, NLLB, Speech2Text, FSMT, XGLM",
+            "w_k = exp(-k ln base / (n - 1)); [sin(p w) | cos(p w) | 0 if d odd]; "
+            "row padding_idx is 0",
+            "sin-cos",
+            "zero",
+            4,
+            halves,
+            _library.fairseq,
+            (
+                Param(
+                    "padding_idx", 1, "Row that is all zeros; real tokens start at padding_idx + 1."
+                ),
+            ),
+            _ROOT_D,
+            "row r is position id r: the first token is padding_idx + 1",
+            zero_row="padding_idx",
+            first_row=lambda params: int(params["padding_idx"]) + 1,
+        ),
+        Preset(
+            "whisper",
+            "Whisper's encoder positions: [sin | cos], float32.",
+            (
+                Source("openai/whisper", "whisper/model.py", "sinusoids"),
+                Source(_HF, "src/transformers/models/whisper/modeling_whisper.py", "sinusoids"),
+            ),
+            "Whisper encoders (OpenAI and Hugging Face)",
+            "w_k = exp(-k ln base / (n - 1)); [sin(p w) | cos(p w)]",
+            "sin-cos",
+            "reject",
+            4,
+            halves,
+            _library.fairseq,
+            (Param("base", 10000.0, "max_timescale."),),
+        ),
+        Preset(
+            "musicgen",
+            "MusicGen's positions: [cos | sin] (cosines first), float32.",
+            (
+                Source(
+                    _HF,
+                    "src/transformers/models/musicgen/modeling_musicgen.py",
+                    "MusicgenSinusoidalPositionalEmbedding.get_embedding",
+                ),
+            ),
+            "Hugging Face MusicGen, MusicGen Melody",
+            "w_k = exp(-k ln base / (n - 1)); [cos(p w) | sin(p w) | 0 if d odd]",
+            "cos-sin",
+            "zero",
+            4,
+            halves,
+            _library.fairseq,
+            (_BASE,),
+        ),
+        Preset(
+            "marian",
+            "Marian's table: the ceil(d/2) sines, then the cosines, computed in float64.",
+            (
+                Source(
+                    _HF,
+                    "src/transformers/models/marian/modeling_marian.py",
+                    "MarianSinusoidalPositionalEmbedding.create_weight",
+                ),
+            ),
+            "Hugging Face Marian (opus-mt), Pegasus",
+            "angle = p / base^(2 (j // 2) / d); [sin of the even j | cos of the odd j]",
+            "split",
+            "sin",
+            1,
+            powers("base", lambda d: d),
+            _library.marian,
+            (_BASE,),
+            _ROOT_D,
+        ),
+        Preset(
+            "keras",
+            "keras-hub's SinePositionEncoding: interleaved, float32.",
+            (
+                Source(
+                    "keras-team/keras-hub",
+                    "keras_hub/src/layers/modeling/sine_position_encoding.py",
+                    "SinePositionEncoding",
+                ),
+            ),
+            "Keras models using keras_hub.layers.SinePositionEncoding",
+            "timescales = (1 / max_wavelength)^(2 (j // 2) / d); sin for even j, cos for odd j",
+            "interleaved",
+            "sin",
+            1,
+            powers("max_wavelength", lambda d: d),
+            _library.keras,
+            (
+                Param("max_wavelength", 10000.0, "Longest wavelength."),
+                Param("start_index", 0, "Position of the first row."),
+            ),
+            positions="row r is position r + start_index",
+            shift="start_index",
+        ),
+        Preset(
+            "positional-encodings",
+            "PyPI positional-encodings' PositionalEncoding1D: interleaved, float32.",
+            (
+                Source(
+                    "tatp22/multidim-positional-encoding",
+                    "positional_encodings/torch_encodings.py",
+                    "PositionalEncoding1D",
+                ),
+            ),
+            "models using the positional-encodings package",
+            "C = 2 ceil(d/2); inv_freq = 1 / base^(2k / C); sin, cos interleaved; the first d "
+            "columns",
+            "interleaved",
+            "sin",
+            1,
+            powers("base", lambda d: 2 * math.ceil(d / 2)),
+            _library.positional_encodings,
+            (_BASE,),
+        ),
+        Preset(
+            "mlx",
+            "mlx.nn.SinusoidalPositionalEncoding: [sin | cos] (or [cos | sin]), scaled, float32.",
+            (
+                Source(
+                    "ml-explore/mlx",
+                    "python/mlx/nn/layers/positional_encoding.py",
+                    "SinusoidalPositionalEncoding",
+                ),
+            ),
+            "MLX models",
+            "sigma_k = exp((1 - k/(n-1)) (ln max_freq - ln min_freq) + ln min_freq); "
+            "scale [sin(p sigma) | cos(p sigma)]",
+            "sin-cos",
+            "reject",
+            2,
+            frequency_range,
+            _library.mlx,
+            (
+                Param("min_freq", 0.0001, "Lowest frequency."),
+                Param("max_freq", 1.0, "Highest frequency."),
+                Param("scale", None, "Factor on the table; default sqrt(2 / d_model)."),
+                Param("cos_first", False, "Cosines first."),
+                Param("full_turns", False, "Frequencies in turns: times 2 pi."),
+            ),
+            scale="scale",
+        ),
+    )
+}

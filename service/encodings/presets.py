@@ -1,0 +1,148 @@
+"""Compatibility presets: the sinusoidal tables the libraries train with, each as its source
+code computes it (column order, frequency rule, where positions start, zeroed rows and
+columns, odd widths), with the library function it follows. ``vaswani`` is the paper's table.
+
+A preset fixes a table's arrangement of columns:
+
+- ``interleaved``: sin, cos, sin, ... (an odd width ends with a sine);
+- ``split``: the ``ceil(d/2)`` sines, then the cosines (an odd width has one sine more);
+- ``sin-cos`` / ``cos-sin``: ``d // 2`` sines and as many cosines, in that order, and a
+  zero column last when the width is odd (or an odd width is refused).
+
+Its frequencies are given exactly (``exact``: double-double, for ``rounding=exact``) and as
+the library rounds them (``library``: ``_library``'s function; ``None`` where the library
+computes in float64 and rounds once, which is the exact table).
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from service.encodings import _exact, _library
+from service.errors import InvalidParameter
+
+Arrangement = Literal["interleaved", "split", "sin-cos", "cos-sin"]
+Odd = Literal["sin", "zero", "reject"]
+Params = Mapping[str, Any]
+Frequencies = tuple[_exact.Float64Array, _exact.Float64Array]
+DEFAULT_BASE: Final = 10000.0
+_TAU: Final = decimal.Decimal("6.283185307179586476925286766559005768394")
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A library function a preset follows."""
+
+    repository: str
+    path: str
+    function: str
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A preset's own parameter, by the library's name for it."""
+
+    name: str
+    default: float | int | bool | None  # None: computed from d_model (mlx's scale)
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    summary: str
+    sources: tuple[Source, ...]
+    models: str
+    formula: str
+    arrangement: Arrangement | None  # None: the client's layout (vaswani)
+    odd: Odd
+    min_d: int
+    exact: Callable[[int, Params], Frequencies]
+    library: Callable[..., _library.Angles] | None
+    params: tuple[Param, ...] = ()
+    embed_scale: Literal["sqrt(d_model)", "1"] = "1"  # what the library multiplies X by
+    positions: str = "row r is position r"
+    shift: str | None = None  # the parameter added to every position (start_index)
+    zero_row: str | None = None  # the parameter naming a zeroed row (padding_idx)
+    scale: str | None = None  # the parameter the table is multiplied by (mlx)
+    first_row: Callable[[Params], int] = field(default=lambda params: 0)
+
+    def sines(self, d: int) -> int:
+        """How many sine columns (and frequencies) a width-``d`` table has."""
+        return (d + 1) // 2 if self.odd == "sin" else d // 2
+
+
+def arrangement(preset: Preset, params: Params) -> Arrangement:
+    """The arrangement a preset's table has with these parameters."""
+    if preset.name == "mlx" and params["cos_first"]:
+        return "cos-sin"
+    return preset.arrangement or "interleaved"
+
+
+def powers(base_param: str, denominator: Callable[[int], int]) -> Callable[[int, Params], Any]:
+    """``base^(-2k / denominator(d))`` for every sine column ``k``."""
+
+    def frequencies(d: int, params: Params) -> Frequencies:
+        count = (d + 1) // 2
+        return _exact.inverse_powers(params[base_param], denominator(d), count)
+
+    return frequencies
+
+
+def halves(d: int, params: Params) -> Frequencies:
+    """``base^(-k / (n - 1))``, ``n = d // 2`` (fairseq's ``exp(-k ln(base) / (n - 1))``)."""
+    n = d // 2
+    return _exact.inverse_powers(params["base"], 2 * (n - 1), n)
+
+
+def timescales(d: int, params: Params) -> Frequencies:
+    """``min_ts (max_ts / min_ts)^(-k / max(n - 1, 1))``."""
+    n = d // 2
+    low, high = params["min_timescale"], params["max_timescale"]
+    hi, lo = _exact.inverse_powers(high, 2 * max(n - 1, 1), n, divisor=low)
+    return _exact.scaled(hi, lo, decimal.Decimal(low))
+
+
+def frequency_range(d: int, params: Params) -> Frequencies:
+    """``max_freq (max_freq / min_freq)^(-k / (n - 1))``, times 2 pi with ``full_turns``."""
+    n = d // 2
+    low, high = params["min_freq"], params["max_freq"]
+    hi, lo = _exact.inverse_powers(high, 2 * max(n - 1, 1), n, divisor=low)
+    factor = decimal.Decimal(high) * (_TAU if params["full_turns"] else 1)
+    return _exact.scaled(hi, lo, factor)
+
+
+def resolve(
+    preset: Preset, given: Mapping[str, Any], layout: str | None, d_model: int
+) -> tuple[float, Arrangement, tuple[tuple[str, Any], ...]]:
+    """The ``base``, arrangement and other parameters (defaults filled in) of a table of
+    ``preset`` from the parameters a client gave (``None``: not given). A parameter the
+    preset does not take, or a layout it fixes, is an :class:`InvalidParameter`."""
+    own = {param.name: param for param in preset.params}
+    for name, value in given.items():
+        if value is not None and name not in own:
+            takes = ", ".join(own) or "none"
+            raise InvalidParameter(
+                name, f"does not apply to preset {preset.name} (its parameters: {takes})"
+            )
+    if layout is not None and preset.arrangement is not None:
+        raise InvalidParameter(
+            "layout", f"is fixed by preset {preset.name} ({preset.arrangement}): leave it out"
+        )
+    values: dict[str, Any] = {
+        name: param.default if given.get(name) is None else given[name]
+        for name, param in own.items()
+    }
+    if preset.scale is not None and values[preset.scale] is None:
+        values[preset.scale] = math.sqrt(2 / d_model)
+    base = float(values.pop("base", DEFAULT_BASE))
+    chosen: Arrangement = (
+        arrangement(preset, values)
+        if preset.arrangement
+        else ("split" if layout == "split" else "interleaved")
+    )
+    return base, chosen, tuple(values.items())
