@@ -9,7 +9,9 @@ from fastapi import APIRouter, Query, Request, Response
 from service import handlers
 from service.codecs.types import FORMATS
 from service.encodings.additive import Additive
+from service.encodings.catalogue import PRESETS
 from service.schemas.common import ApplyDocument
+from service.schemas.presets import PresetsDocument, document
 from service.schemas.sinusoidal import ApplyQuery, TableDocument, TableQuery
 from service.web import openapi
 from service.web.bodies import body_format, read_body
@@ -84,3 +86,14 @@ async def apply(
         request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
     )
     return respond(runtime, answer, {"cache-control": "no-store"})
+
+
+@router.get(
+    "/v1/presets",
+    operation_id="getPresets",
+    summary="The presets: each library's table, the function it follows, its parameters.",
+)
+async def get_presets(response: Response) -> PresetsDocument:
+    """The presets: each library's table, the function it follows, its parameters."""
+    response.headers["cache-control"] = "public, max-age=3600"
+    return PresetsDocument(presets=[document(preset) for preset in PRESETS.values()])

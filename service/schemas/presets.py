@@ -3,7 +3,7 @@ tables, the pictures and apply), and the ``GET /v1/presets`` document."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,10 +58,10 @@ class PresetFields(BaseModel):
         "for vaswani.",
     )
     min_timescale: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="tensor2tensor: default 1."
+        None, ge=1e-30, le=1e30, description="tensor2tensor: default 1."
     )
     max_timescale: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="tensor2tensor: default 10000."
+        None, ge=1e-30, le=1e30, description="tensor2tensor: default 10000."
     )
     start_index: int | None = Field(
         None,
@@ -76,11 +76,9 @@ class PresetFields(BaseModel):
         description="fairseq: the row that is all zeros; real tokens start at padding_idx + 1; "
         "default 1.",
     )
-    max_wavelength: float | None = Field(
-        None, gt=1, allow_inf_nan=False, description="keras: default 10000."
-    )
-    min_freq: float | None = Field(None, gt=0, allow_inf_nan=False, description="mlx: 0.0001.")
-    max_freq: float | None = Field(None, gt=0, allow_inf_nan=False, description="mlx: 1.")
+    max_wavelength: float | None = Field(None, gt=1, le=1e30, description="keras: default 10000.")
+    min_freq: float | None = Field(None, ge=1e-30, le=1e30, description="mlx: 0.0001.")
+    max_freq: float | None = Field(None, ge=1e-30, le=1e30, description="mlx: 1.")
     cos_first: bool | None = Field(None, description="mlx: cosines first; default false.")
     full_turns: bool | None = Field(None, description="mlx: frequencies times 2 pi; false.")
 
@@ -117,3 +115,88 @@ class PresetFields(BaseModel):
             **({"base": key.base} if "base" in named else {}),
             **dict(key.params),
         }
+
+
+class PresetSource(BaseModel):
+    """A library function a preset follows."""
+
+    repository: str
+    path: str
+    function: str
+
+
+class PresetParameter(BaseModel):
+    """A preset's own parameter, by the library's name for it."""
+
+    name: str
+    default: float | int | bool | None = Field(description="null: computed from d_model.")
+    description: str
+
+
+class PresetDocument(BaseModel):
+    """One preset: whose table it is, how it is computed, and how it is used."""
+
+    name: str
+    summary: str
+    follows: list[PresetSource]
+    models: str = Field(description="The models and libraries that use this table.")
+    formula: str
+    layout: str | None = Field(
+        description="The arrangement of columns it fixes; null: the client's layout "
+        "(interleaved or split)."
+    )
+    odd_d_model: str = Field(description="What an odd d_model gives.")
+    min_d_model: int
+    parameters: list[PresetParameter]
+    positions: str = Field(description="Which position each row of the table is.")
+    library_rounding: str = Field(description="What rounding=library computes in.")
+    embedding_scale: str = Field(description="apply's default scale on the embeddings.")
+    first_row: str = Field(description="apply's default offset.")
+
+
+class PresetsDocument(BaseModel):
+    """Every preset."""
+
+    presets: list[PresetDocument]
+
+
+_ODD: Final = {
+    "sin": "the last column is a sine",
+    "zero": "the last column is zeros",
+    "reject": "refused (422): the library has no odd widths",
+}
+_ROUNDING: Final = {
+    "tf-tutorial": "float64, rounded to float32 once at the end",
+    "marian": "float64, rounded to float32 once at the end",
+}
+
+
+def document(preset: presets.Preset) -> PresetDocument:
+    """What ``GET /v1/presets`` says of ``preset``."""
+    library = (
+        "the same as exact: the library computes in float64 and rounds once"
+        if preset.library is None
+        else _ROUNDING.get(preset.name, "float32, in the library's order of operations")
+    )
+    return PresetDocument(
+        name=preset.name,
+        summary=preset.summary,
+        follows=[PresetSource(**vars_of(source)) for source in preset.sources],
+        models=preset.models,
+        formula=preset.formula,
+        layout=preset.arrangement,
+        odd_d_model=_ODD[preset.odd],
+        min_d_model=preset.min_d,
+        parameters=[
+            PresetParameter(name=p.name, default=p.default, description=p.description)
+            for p in preset.params
+        ],
+        positions=preset.positions,
+        library_rounding=library,
+        embedding_scale=preset.embed_scale,
+        first_row="padding_idx + 1" if preset.zero_row else "0",
+    )
+
+
+def vars_of(source: presets.Source) -> dict[str, str]:
+    return {"repository": source.repository, "path": source.path, "function": source.function}

@@ -74,7 +74,7 @@ class BlockQuery(RowsQuery, PresetFields):
         "default): sin, cos, sin, ...; split: all sines, then cosines.",
     )
     scale: float | None = Field(
-        None, allow_inf_nan=False, description="mlx: factor on the table; sqrt(2 / d_model)."
+        None, ge=-1e30, le=1e30, description="mlx: factor on the table; sqrt(2 / d_model)."
     )
     dtype: DType = Field("float32", description="Element type of the returned table.")
     dim_start: int = Field(0, ge=0, description="First column returned (inclusive).")

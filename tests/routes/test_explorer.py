@@ -7,6 +7,7 @@ import re
 import httpx
 import pytest
 
+from service.encodings.catalogue import PRESETS
 from tests.support import assert_problem
 
 
@@ -35,3 +36,8 @@ def test_the_explorer_page_is_served_with_its_files(api: httpx.Client) -> None:
 @pytest.mark.parametrize("name", ["index.html", "nope.js", "..%2Fviews.py", "explorer.JS"])
 def test_only_the_explorer_files_are_served(api: httpx.Client, name: str) -> None:
     assert_problem(api.get(f"/explorer/{name}"), 404)
+
+
+def test_the_preset_control_offers_every_preset(api: httpx.Client) -> None:
+    control = api.get("/").text.split('id="preset"')[1].split("</select>")[0]
+    assert re.findall(r'<option value="([^"]+)"', control) == list(PRESETS)

@@ -272,3 +272,31 @@ def test_hovering_off_the_plot_hides_the_readout(visit: Visit) -> None:
     area: Any = visit.plot("heatmap")
     page.mouse.move(area["x"] - 20, area["y"] + 10)  # in the margin, left of the plot
     assert not page.is_visible("#readout")
+
+
+def test_the_explorer_draws_a_presets_table(visit: Visit) -> None:
+    """Choosing a preset fetches that library's table (the values shown are the API's), and
+    the controls the preset does not take are disabled, so no request is refused."""
+    page = visit.page
+    page.goto(visit.url + "/?max_len=64&d_model=16")
+    visit.ready("64x16@10000:interleaved")
+    page.select_option("#preset", "tensor2tensor")
+    visit.ready("64x16@10000:interleaved:tensor2tensor:library")
+    assert page.is_disabled("#base")
+    assert page.is_disabled("#layout")
+    assert page.is_enabled("#rounding")
+    assert "preset=tensor2tensor" in page.url
+    with httpx.Client(base_url=visit.url, timeout=30) as http:
+        query = {"max_len": 64, "d_model": 16, "preset": "tensor2tensor", "format": "json"}
+        table = np.array(http.get(TABLE, params=query).json()["data"], dtype=np.float32)
+        for fx, fy in [(0.2, 0.3), (0.9, 0.9), (0.55, 0.1)]:
+            shown = visit.hover("heatmap", fx, fy)
+            position, dimension = int(shown["position"]), int(shown["dimension"])
+            assert np.float32(shown["value"]) == table[position, dimension]
+    page.select_option("#rounding", "exact")
+    visit.ready("64x16@10000:interleaved:tensor2tensor:exact")
+    assert "rounding=exact" in page.url
+    assert page.is_hidden("#similarity-png")  # similarity.png draws the paper's table only
+    assert not [u for u in visit.requests if "base=" in u and "preset=" in u]
+    assert visit.off_host == []
+    assert visit.errors == []

@@ -5,7 +5,7 @@
 (() => {
   const TABLE = "/v1/encodings/sinusoidal";
   const MAX_ENTRIES = 1 << 22; // 16 MiB of float32: more would make the page sluggish
-  const PARAMS = ["max_len", "d_model", "base", "layout"];
+  const PARAMS = ["max_len", "d_model", "base", "layout", "preset", "rounding"];
   // matplotlib's RdBu (ColorBrewer, 11 classes): -1 is dark red, +1 dark blue, like the PNGs
   const RDBU = [
     "#67001f", "#b2182b", "#d6604d", "#f4a582", "#fddbc7", "#f7f7f7",
@@ -24,6 +24,7 @@
   const LUT = colormap(RDBU, 256);
 
   let current = null; // {params, rows, cols, table}
+  let presets = null; // name -> {base, layout}: whether the preset takes them (/v1/presets)
   let generation = 0;
   let pending = null;
 
@@ -81,9 +82,19 @@
     return params;
   }
 
+  /** The parameters the chosen preset takes: the others would be refused (422). */
+  function sent(params) {
+    const takes = (presets && presets[params.preset]) || { base: true, layout: true };
+    const names = ["max_len", "d_model"];
+    if (takes.base) names.push("base");
+    if (takes.layout) names.push("layout");
+    if (params.preset !== "vaswani") names.push("preset", "rounding");
+    return names;
+  }
+
   function query(params, extra) {
     const search = new URLSearchParams();
-    for (const name of PARAMS) search.set(name, params[name]);
+    for (const name of sent(params)) search.set(name, params[name]);
     for (const [name, value] of Object.entries(extra || {})) search.set(name, value);
     return search.toString();
   }
@@ -91,6 +102,30 @@
   function curlCommand(params) {
     const url = `${location.origin}${TABLE}?${query(params, { format: "npy" })}`;
     return `curl -o pe.npy '${url}'`;
+  }
+
+  async function loadPresets() {
+    try {
+      const response = await fetch("/v1/presets");
+      if (!response.ok) throw await problemOf(response);
+      presets = {};
+      for (const preset of (await response.json()).presets) {
+        presets[preset.name] = {
+          base: preset.parameters.some((param) => param.name === "base"),
+          layout: preset.layout === null,
+        };
+      }
+    } catch (error) {
+      presets = null; // every control stays enabled; the service names what it refuses
+    }
+    updateControls();
+  }
+
+  function updateControls() {
+    const takes = presets && presets[$("preset").value];
+    $("base").disabled = Boolean(takes) && !takes.base;
+    $("layout").disabled = Boolean(takes) && !takes.layout;
+    $("rounding").disabled = $("preset").value === "vaswani";
   }
 
   function restoreFromAddress() {
@@ -162,7 +197,8 @@
         `all three views in ${drawn.total.toFixed(1)} ms.`;
       Object.assign(document.body.dataset, {
         state: "ready",
-        params: `${rows}x${cols}@${params.base}:${params.layout}`,
+        params: `${rows}x${cols}@${params.base}:${params.layout}` +
+          (params.preset === "vaswani" ? "" : `:${params.preset}:${params.rounding}`),
         fetchMs: fetched.toFixed(2),
         heatmapMs: drawn.heatmap.toFixed(2),
         drawMs: drawn.total.toFixed(2),
@@ -189,6 +225,7 @@
     const { max_len, d_model, base } = params; // the layout does not change dot products
     $("similarity-png").href =
       `${TABLE}/similarity.png?${new URLSearchParams({ max_len, d_model, base })}`;
+    $("similarity-png").hidden = params.preset !== "vaswani"; // the paper's table only
   }
 
   // --- canvases -----------------------------------------------------------------------
@@ -546,8 +583,10 @@
     rememberInAddress(current.params);
   }
 
-  function start() {
+  async function start() {
     restoreFromAddress();
+    $("preset").addEventListener("change", updateControls);
+    await loadPresets();
     const reload = debounce(load, 200);
     $("controls").addEventListener("submit", (event) => {
       event.preventDefault();
