@@ -287,7 +287,12 @@ def test_the_explorer_draws_a_presets_table(visit: Visit) -> None:
     assert page.is_enabled("#rounding")
     assert "preset=tensor2tensor" in page.url
     with httpx.Client(base_url=visit.url, timeout=30) as http:
-        query = {"max_len": 64, "d_model": 16, "preset": "tensor2tensor", "format": "json"}
+        query: dict[str, str | int] = {
+            "max_len": 64,
+            "d_model": 16,
+            "preset": "tensor2tensor",
+            "format": "json",
+        }
         table = np.array(http.get(TABLE, params=query).json()["data"], dtype=np.float32)
         for fx, fy in [(0.2, 0.3), (0.9, 0.9), (0.55, 0.1)]:
             shown = visit.hover("heatmap", fx, fy)
