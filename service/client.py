@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 from service.codecs import npy
 from service.codecs.types import MEDIA_TYPES
 from service.encodings.registry import DType, Key, family_of
-from service.encodings.sinusoidal import DEFAULT_BASE, FAMILY, Layout, SinusoidalKey
+from service.encodings.sinusoidal import FAMILY, Layout, Rounding, preset_key
 
 APPLY = f"/v1/encodings/{FAMILY.name}/apply"
 NPY = MEDIA_TYPES["npy"]
@@ -55,14 +55,7 @@ def _table_request(
     """The path and query parameters of a table of ``key``: its fields are the parameters."""
     # a family's key may say how a request names it; else its fields are the parameters
     fields = key.query() if hasattr(key, "query") else dataclasses.asdict(key)
-    params: dict[str, Any] = {
-        name: repr(value)
-        if isinstance(value, float)
-        else str(value).lower()
-        if isinstance(value, bool)
-        else value
-        for name, value in fields.items()
-    }
+    params: dict[str, Any] = {name: _wire(value) for name, value in fields.items()}
     params.update(max_len=max_len, start=start, dim_start=dim_start, format="npy")
     if stop is not None:
         params["stop"] = stop
@@ -71,22 +64,22 @@ def _table_request(
     return f"/v1/encodings/{family_of(key).name}", params
 
 
+def _options(names: dict[str, Any]) -> dict[str, Any]:
+    """An apply method's keyword arguments, from its ``locals()``."""
+    return {
+        k: v for k, v in names.items() if k not in ("self", "batch", "position_ids", "parameters")
+    }
+
+
 def _apply_request(
-    batch: ArrayLike,
-    position_ids: ArrayLike | None,
-    scale: float | None,
-    offset: int,
-    max_len: int | None,
-    base: float,
-    layout: Layout,
+    batch: ArrayLike, position_ids: ArrayLike | None, **given: Any
 ) -> dict[str, Any]:
-    """The keyword arguments of ``httpx.Client.post`` for an apply."""
-    params: dict[str, Any] = {"offset": offset, "base": repr(float(base)), "layout": layout}
+    """The keyword arguments of ``httpx.Client.post`` for an apply with the ``given``
+    parameters (those that are ``None`` are the service's defaults)."""
+    params = {name: _wire(value) for name, value in given.items() if value is not None}
+    if given.get("preset") == "vaswani":
+        params.pop("rounding", None)
     params["format"] = "npy"
-    if scale is not None:
-        params["scale"] = repr(float(scale))
-    if max_len is not None:
-        params["max_len"] = max_len
     buffer = io.BytesIO()
     if position_ids is None:
         np.save(buffer, np.asarray(batch), allow_pickle=False)
@@ -132,16 +125,21 @@ class Client:
         max_len: int,
         d_model: int,
         *,
-        base: float = DEFAULT_BASE,
-        layout: Layout = "interleaved",
+        base: float | None = None,
+        layout: Layout | None = None,
         dtype: DType = "float32",
+        preset: str = "vaswani",
+        rounding: Rounding = "library",
         start: int = 0,
         stop: int | None = None,
         dim_start: int = 0,
         dim_stop: int | None = None,
+        **parameters: Any,
     ) -> NDArray[Any]:
-        """The table ``(max_len, d_model)``, or its block ``[start:stop, dim_start:dim_stop]``."""
-        key = SinusoidalKey(d_model, base, layout, dtype)
+        """The table ``(max_len, d_model)``, or its block ``[start:stop, dim_start:dim_stop]``,
+        of ``preset`` (with its own ``parameters``, e.g. ``padding_idx=1``)."""
+        given = {"base": base, **parameters}
+        key = preset_key(d_model, dtype, preset, rounding, given, layout)
         return self.encoding(
             key, max_len, start=start, stop=stop, dim_start=dim_start, dim_stop=dim_stop
         )
@@ -166,13 +164,17 @@ class Client:
         *,
         position_ids: ArrayLike | None = None,
         scale: float | None = None,
-        offset: int = 0,
+        offset: int | None = None,
         max_len: int | None = None,
-        base: float = DEFAULT_BASE,
-        layout: Layout = "interleaved",
+        base: float | None = None,
+        layout: Layout | None = None,
+        preset: str = "vaswani",
+        rounding: Rounding = "library",
+        **parameters: Any,
     ) -> NDArray[Any]:
-        """``batch * scale + PE[positions]``; ``scale`` defaults to ``sqrt(d_model)``."""
-        request = _apply_request(batch, position_ids, scale, offset, max_len, base, layout)
+        """``batch * scale + PE[positions]`` of ``preset``; ``scale`` and ``offset`` default
+        to the preset's (``sqrt(d_model)`` and 0 for the paper's table)."""
+        request = _apply_request(batch, position_ids, **_options(locals()), **parameters)
         return _array(self.http.post(APPLY, **request))
 
     def cache_stats(self) -> dict[str, Any]:
@@ -215,16 +217,19 @@ class AsyncClient:
         max_len: int,
         d_model: int,
         *,
-        base: float = DEFAULT_BASE,
-        layout: Layout = "interleaved",
+        base: float | None = None,
+        layout: Layout | None = None,
         dtype: DType = "float32",
+        preset: str = "vaswani",
+        rounding: Rounding = "library",
         start: int = 0,
         stop: int | None = None,
         dim_start: int = 0,
         dim_stop: int | None = None,
+        **parameters: Any,
     ) -> NDArray[Any]:
-        """The table ``(max_len, d_model)``, or its block ``[start:stop, dim_start:dim_stop]``."""
-        key = SinusoidalKey(d_model, base, layout, dtype)
+        """As :meth:`Client.table`."""
+        key = preset_key(d_model, dtype, preset, rounding, {"base": base, **parameters}, layout)
         return await self.encoding(
             key, max_len, start=start, stop=stop, dim_start=dim_start, dim_stop=dim_stop
         )
@@ -249,13 +254,17 @@ class AsyncClient:
         *,
         position_ids: ArrayLike | None = None,
         scale: float | None = None,
-        offset: int = 0,
+        offset: int | None = None,
         max_len: int | None = None,
-        base: float = DEFAULT_BASE,
-        layout: Layout = "interleaved",
+        base: float | None = None,
+        layout: Layout | None = None,
+        preset: str = "vaswani",
+        rounding: Rounding = "library",
+        **parameters: Any,
     ) -> NDArray[Any]:
-        """``batch * scale + PE[positions]``; ``scale`` defaults to ``sqrt(d_model)``."""
-        request = _apply_request(batch, position_ids, scale, offset, max_len, base, layout)
+        """``batch * scale + PE[positions]`` of ``preset``; ``scale`` and ``offset`` default
+        to the preset's (``sqrt(d_model)`` and 0 for the paper's table)."""
+        request = _apply_request(batch, position_ids, **_options(locals()), **parameters)
         return _array(await self.http.post(APPLY, **request))
 
     async def cache_stats(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from service.client import AsyncClient, Client, ProblemError
 from service.encodings import additive, registry
 from service.encodings.registry import DType
-from service.encodings.sinusoidal import Layout, SinusoidalKey
+from service.encodings.sinusoidal import Layout, SinusoidalKey, preset_key
 
 
 def encoding(
@@ -106,3 +106,17 @@ def test_async_client(live_url: str) -> None:
                 await pe.table(0, 4)
 
     anyio.run(main)
+
+
+def test_a_presets_table_and_apply(client: Client) -> None:
+    key = preset_key(8, "float32", "fairseq", "library", {"padding_idx": 0}, None)
+    table = client.table(10, 8, preset="fairseq", padding_idx=0)
+    assert np.array_equal(table, registry.rows(key, 0, 10))
+    assert np.all(table[0] == 0)
+    exact = client.table(10, 8, preset="fairseq", rounding="exact", padding_idx=0)
+    assert not np.array_equal(table, exact)
+    x = np.zeros((3, 8), np.float32)
+    assert np.array_equal(client.apply(x, preset="fairseq", padding_idx=0), table[1:4])
+    with pytest.raises(ProblemError) as error:
+        client.apply(x, preset="whisper", padding_idx=0)
+    assert error.value.status == 422

@@ -13,7 +13,7 @@ A row depends on its position only, so any rows can be computed on their own.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
@@ -103,6 +103,28 @@ class SinusoidalKey:
     def settings(self) -> dict[str, Any]:
         """The preset's parameters by name, ``base`` among them."""
         return {"base": self.base, **dict(self.params)}
+
+
+def preset_key(
+    d_model: int,
+    dtype: DType,
+    preset: str,
+    rounding: Rounding,
+    given: Mapping[str, Any],
+    layout: str | None,
+) -> SinusoidalKey:
+    """The key of ``preset``'s table of width ``d_model`` from the parameters a client gave
+    (``None``: not given): a parameter the preset does not take, a layout it fixes or a
+    width it refuses is an :class:`InvalidParameter`. ``vaswani``'s roundings are one
+    table (its library computes in float64 and rounds once)."""
+    if preset not in PRESETS:
+        raise InvalidParameter("preset", f"must be one of {', '.join(PRESETS)}")
+    chosen = PRESETS[preset]
+    if d_model < chosen.min_d or (chosen.odd == "reject" and d_model % 2):
+        SinusoidalKey(d_model, preset=preset)  # raises, saying which rule the width breaks
+    base, arrangement, params = presets.resolve(chosen, given, layout, d_model)
+    rounding = rounding if chosen.library is not None else "exact"
+    return SinusoidalKey(d_model, base, arrangement, dtype, preset, rounding, params)
 
 
 def frequencies(key: SinusoidalKey) -> tuple[_exact.Float64Array, _exact.Float64Array]:

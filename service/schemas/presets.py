@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.encodings import presets
 from service.encodings.catalogue import PRESETS
 from service.encodings.registry import DType
-from service.encodings.sinusoidal import Rounding, SinusoidalKey
+from service.encodings.sinusoidal import Rounding, SinusoidalKey, preset_key
 from service.settings import POSITION_CEILING
 
 PresetName = Literal[
@@ -89,18 +89,11 @@ class PresetFields(BaseModel):
     def preset_key(self, d_model: int, dtype: DType, **more: Any) -> SinusoidalKey:
         """The key of this preset's table of width ``d_model``: ``base`` and ``layout``
         (fields of the models that use this one) count where the client gave them."""
-        preset = PRESETS[self.preset]
         chosen = self.model_fields_set
         base = getattr(self, "base", None) if "base" in chosen else None
         layout = getattr(self, "layout", None) if "layout" in chosen else None
         given = {**self.given(), "base": base, **more}
-        if d_model < preset.min_d or (preset.odd == "reject" and d_model % 2):
-            SinusoidalKey(d_model, preset=self.preset)  # says which rule it breaks
-        chosen_base, arrangement, params = presets.resolve(preset, given, layout, d_model)
-        rounding = self.rounding if preset.library is not None else "exact"
-        return SinusoidalKey(
-            d_model, chosen_base, arrangement, dtype, self.preset, rounding, params
-        )
+        return preset_key(d_model, dtype, self.preset, self.rounding, given, layout)
 
     def preset_fields(self, key: SinusoidalKey) -> dict[str, Any]:
         """The preset, rounding and parameters an answer states (none for vaswani, whose
