@@ -20,7 +20,7 @@ import decimal
 import functools
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
@@ -170,12 +170,7 @@ def fill(start: int, w_hi: Float64Array, w_lo: Float64Array, targets: Sequence[T
     work = _fill_by_blocks if pairs <= _BLOCKED_PAIRS else _fill_directly
     elements = (stop - start) * pairs
     spans = _spans(start, stop, parts=_WORKERS if elements >= _PARALLEL_ELEMENTS else 1)
-    jobs = [functools.partial(work, a, b, w_hi, w_lo, writer) for a, b in spans]
-    if len(jobs) == 1:
-        jobs[0]()
-    else:
-        for future in [_POOL.submit(job) for job in jobs]:
-            future.result()
+    in_parallel([functools.partial(work, a, b, w_hi, w_lo, writer) for a, b in spans])
 
 
 def take(
@@ -280,3 +275,19 @@ _WORKERS: Final = max(1, min(os.cpu_count() or 1, 8))
 # Threads for large fills: numpy releases the GIL, so they use every core. (Its threads
 # start on first use.)
 _POOL: Final = ThreadPoolExecutor(_WORKERS, thread_name_prefix="pe-fill")
+
+
+def in_parallel(jobs: Sequence[Callable[[], None]]) -> None:
+    """Run ``jobs`` on the fill threads (one on the caller's), and wait for them all."""
+    if len(jobs) == 1:
+        jobs[0]()
+        return
+    for future in [_POOL.submit(job) for job in jobs]:
+        future.result()
+
+
+def row_spans(rows: int, width: int) -> list[tuple[int, int]]:
+    """``rows`` rows of ``width`` numbers cut into one range per fill thread when they are
+    many enough to be worth it, else one."""
+    parts = _WORKERS if rows * width >= _PARALLEL_ELEMENTS else 1
+    return _spans(0, rows, parts)

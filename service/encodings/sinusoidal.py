@@ -12,6 +12,7 @@ A row depends on its position only, so any rows can be computed on their own.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -203,7 +204,10 @@ def fill(key: SinusoidalKey, start: int, out: Sequence[Rows]) -> None:
     else:
         first = start
         for part in out:
-            _write(key, np.arange(first, first + len(part), dtype=np.int64), part)
+            positions = np.arange(first, first + len(part), dtype=np.int64)
+            spans = _exact.row_spans(len(part), key.d_model)
+            jobs = [functools.partial(_write, key, positions[a:b], part[a:b]) for a, b in spans]
+            _exact.in_parallel(jobs)
             first += len(part)
     first = start
     for part in out:
