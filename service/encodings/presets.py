@@ -112,7 +112,8 @@ def frequency_range(d: int, params: Params) -> Frequencies:
     n = d // 2
     low, high = params["min_freq"], params["max_freq"]
     hi, lo = _exact.inverse_powers(high, 2 * max(n - 1, 1), n, divisor=low)
-    factor = decimal.Decimal(high) * (_TAU if params["full_turns"] else 1)
+    turns = _TAU if params["full_turns"] else decimal.Decimal(1)
+    factor = decimal.Context(prec=40).multiply(decimal.Decimal(high), turns)
     return _exact.scaled(hi, lo, factor)
 
 
