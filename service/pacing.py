@@ -1,9 +1,11 @@
 """Every answer paced by its client's reading, so that no client can make the service hold
 an answer, or a permit, for long by reading it slowly or not at all.
 
-An answer is written in pieces of ``PIECE_BYTES``, each once the transport has handed the
-one before it to the kernel (uvicorn would write a whole body into the transport's buffer
-at once, and keep it there for as long as the client does not read).
+An answer is written in pieces that fill the transport's buffer up to ``BUFFERED_BYTES``
+(at least ``PIECE_BYTES``); the next waits while it holds more (uvicorn would write a whole
+body into the transport's buffer at once, and keep it there for as long as the client does
+not read). What the buffer still holds when the answer is written must be taken by the
+answer's deadline, or the connection is cut off then.
 
 - **Minimum read rate.** After ``PE_SEND_TIMEOUT`` seconds of grace, the client must have
   taken the answer at ``PE_MIN_READ_RATE`` bytes a second: the piece that ends at byte
@@ -35,6 +37,10 @@ from service.settings import Settings
 from service.telemetry import CUT_OFF, printable
 
 PIECE_BYTES: Final = 256 << 10
+# bytes a transport may hold for its client: a piece fills it up to this (one write for
+# an answer of up to 2 MiB: writing one answer in several pieces cost a quarter of the
+# throughput of cached 1 MiB answers), and the next piece waits while it holds more
+BUFFERED_BYTES: Final = 2 << 20
 # a piece left untaken this long makes its client a slow one
 PATIENCE: Final = 2.0
 
@@ -71,14 +77,31 @@ def slow_budget() -> SlowBudget:
     return SlowBudget(settings().slow_client_bytes)
 
 
+def limit_buffer(transport: asyncio.Transport) -> None:
+    """A connection's transport pauses writing above ``BUFFERED_BYTES`` (and resumes below
+    a quarter of it), where asyncio's default is 64 KiB: the pieces of an answer keep the
+    kernel busy while the next waits."""
+    transport.set_write_buffer_limits(high=BUFFERED_BYTES)
+
+
+class Tally:
+    """The bytes written to one connection, all its answers together."""
+
+    __slots__ = ("written",)
+
+    def __init__(self) -> None:
+        self.written = 0
+
+
 class Pacer:
     """The pacing of one answer: when it started, its size, the bytes written so far and
     the bytes it holds of the slow clients' budget."""
 
-    __slots__ = ("budget", "grace", "held", "rate", "sent", "size", "started")
+    __slots__ = ("budget", "grace", "held", "rate", "sent", "size", "started", "tally")
 
-    def __init__(self) -> None:
+    def __init__(self, tally: Tally) -> None:
         chosen = settings()
+        self.tally = tally
         self.grace = chosen.send_timeout
         self.rate = chosen.min_read_rate
         self.budget = slow_budget()
@@ -104,22 +127,56 @@ class Pacer:
     async def _write(self, cycle: RequestResponseCycle, message: ASGISendEvent) -> None:
         event = cast(dict[str, Any], message)
         body = event.get("body", b"")
-        if len(body) <= PIECE_BYTES:
-            await RequestResponseCycle.send(cycle, message)
-            self.sent += len(body)
-            await self._drain(cycle)
-            return
         more = event.get("more_body", False)
+        room = BUFFERED_BYTES - cycle.transport.get_write_buffer_size()
+        if len(body) <= max(PIECE_BYTES, room):
+            await self._piece(cycle, message, len(body), done=not more)
+            return
         view = memoryview(body)
-        for offset in range(0, len(view), PIECE_BYTES):
-            if cycle.disconnected:
-                return
-            piece = view[offset : offset + PIECE_BYTES]
-            last = offset + PIECE_BYTES >= len(view)
+        offset = 0
+        while offset < len(view) and not cycle.disconnected:
+            room = BUFFERED_BYTES - cycle.transport.get_write_buffer_size()
+            piece = view[offset : offset + max(PIECE_BYTES, room)]
+            offset += len(piece)
+            last = offset >= len(view)
             part = {"type": "http.response.body", "body": piece, "more_body": more or not last}
-            await RequestResponseCycle.send(cycle, cast(ASGISendEvent, part))
-            self.sent += len(piece)
+            await self._piece(cycle, cast(ASGISendEvent, part), len(piece), done=last and not more)
+
+    async def _piece(
+        self, cycle: RequestResponseCycle, message: ASGISendEvent, size: int, *, done: bool
+    ) -> None:
+        """Write one piece; then wait while the transport holds too much (not after the
+        answer's last piece: a timer keeps its deadline instead, :meth:`_watch`)."""
+        await RequestResponseCycle.send(cycle, message)
+        self.sent += size
+        self.tally.written += size
+        if done:
+            self._watch(cycle)
+        else:
             await self._drain(cycle)
+
+    def _watch(self, cycle: RequestResponseCycle) -> None:
+        """The answer is written; what the transport still holds of it must be taken by
+        its deadline, or the connection is cut off then."""
+        transport = cycle.transport
+        if transport.get_write_buffer_size() == 0:
+            return
+        end, tally, scope = self.tally.written, self.tally, cycle.scope
+        deadline = self.started + self.grace + self.sent / self.rate
+
+        def check() -> None:
+            if transport.is_closing():
+                return
+            taken = tally.written - transport.get_write_buffer_size()
+            if taken < end:
+                self._report(
+                    scope,
+                    taken - (end - self.sent),
+                    f"it read slower than PE_MIN_READ_RATE ({self.rate} bytes/s)",
+                )
+                transport.abort()
+
+        asyncio.get_running_loop().call_at(deadline, check)
 
     def finish(self) -> None:
         """The message is written, or the answer cut off: give back what it held."""
@@ -128,8 +185,10 @@ class Pacer:
             self.held = 0
 
     async def _drain(self, cycle: RequestResponseCycle) -> None:
-        """Wait until the transport has handed what was written to the kernel: until the
-        deadline of the minimum read rate, and marking the client slow past ``PATIENCE``."""
+        """While the transport holds more than ``BUFFERED_BYTES`` (its writing is paused:
+        :func:`limit_buffer`), wait for it to hand them to the kernel: until the deadline of
+        the minimum read rate, and marking the client slow past ``PATIENCE``. (uvicorn would
+        wait for as long as it takes before its next write.)"""
         if not cycle.flow.write_paused or cycle.disconnected:
             return
         loop = asyncio.get_running_loop()
@@ -155,19 +214,22 @@ class Pacer:
 
     def _cut(self, cycle: RequestResponseCycle, why: str) -> None:
         scope = cycle.scope
+        self._report(scope, self.sent - cycle.transport.get_write_buffer_size(), why)
+        cast(dict[str, Any], scope)[CUT_OFF] = True
+        cycle.disconnected = True
+        cycle.transport.abort()
+        self.finish()
+
+    def _report(self, scope: Any, taken: int, why: str) -> None:
+        """One WARNING line: who was cut off, from what, how far it had read, and why."""
         client = scope.get("client")
-        elapsed = asyncio.get_running_loop().time() - self.started
         log.warning(
             "Cut off %s: %s %s took %d of %d bytes in %.1f s: %s",
             f"{client[0]}:{client[1]}" if client else "a client",
             scope["method"],
             printable(scope["path"]),
-            self.sent - cycle.transport.get_write_buffer_size(),
+            taken,
             max(self.size, self.sent),
-            elapsed,
+            asyncio.get_running_loop().time() - self.started,
             why,
         )
-        cast(dict[str, Any], scope)[CUT_OFF] = True
-        cycle.disconnected = True
-        cycle.transport.abort()
-        self.finish()

@@ -24,7 +24,7 @@ import orjson
 from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from service.pacing import Pacer, settings
+from service.pacing import Pacer, Tally, limit_buffer, settings
 from service.telemetry import REFUSED
 
 MAX_TARGET_BYTES: Final = 8 << 10
@@ -74,8 +74,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._body_open = False
         self._dropping = False  # the connection is closing: what arrives is not parsed
         self._refusal: tuple[int, str] | None = None
+        self._tally = Tally()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        limit_buffer(transport)
         super().connection_made(transport)
         self._start_head_timer()
 
@@ -152,7 +154,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # be freed by the garbage collector, not when done (a pause every few hundred
         # requests: p99 of a cached slice 4 -> 30 ms)
         this = weakref.ref(cycle)
-        pacer = Pacer()
+        pacer = Pacer(self._tally)
 
         async def send(message: ASGISendEvent) -> None:
             current = this()
