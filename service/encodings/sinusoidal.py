@@ -101,6 +101,12 @@ class SinusoidalKey:
         }
 
     @property
+    def shift(self) -> int:
+        """What the preset adds to a row's index to get its position (``start_index``)."""
+        name = PRESETS[self.preset].shift
+        return int(self.settings[name]) if name else 0
+
+    @property
     def settings(self) -> dict[str, Any]:
         """The preset's parameters by name, ``base`` among them."""
         return {"base": self.base, **dict(self.params)}
@@ -146,16 +152,14 @@ def _columns(key: SinusoidalKey, out: Rows) -> _exact.Target:
     return out[:, n : 2 * n], out[:, :n]
 
 
-def _finish(key: SinusoidalKey, first: int, out: Rows) -> None:
-    """The preset's zeros in rows ``first ..``: the column after the pairs of an odd
-    width, and the padding row."""
-    preset = PRESETS[key.preset]
+def _finish(key: SinusoidalKey, positions: NDArray[np.int64], out: Rows) -> None:
+    """The preset's zeros in the rows of ``positions``: the column after the pairs of an
+    odd width, and the padding row."""
+    zero_row = PRESETS[key.preset].zero_row
     if key.layout in ("sin-cos", "cos-sin") and key.d_model % 2:
         out[:, -1] = 0
-    if preset.zero_row is not None:
-        row = int(key.settings[preset.zero_row]) - first
-        if 0 <= row < len(out):
-            out[row] = 0
+    if zero_row is not None:
+        out[positions == int(key.settings[zero_row])] = 0
 
 
 def _write(key: SinusoidalKey, positions: NDArray[np.int64], out: Rows) -> None:
@@ -163,7 +167,7 @@ def _write(key: SinusoidalKey, positions: NDArray[np.int64], out: Rows) -> None:
     library's own arithmetic, or an exact table times a scale (rounded once)."""
     preset = PRESETS[key.preset]
     settings = key.settings
-    shift = int(settings[preset.shift]) if preset.shift else 0
+    shift = key.shift
     scale = settings[preset.scale] if preset.scale else 1.0
     sines, cosines = _columns(key, out)
     library = preset.library if key.rounding == "library" else None
@@ -196,39 +200,30 @@ def _direct(key: SinusoidalKey) -> bool:
 
 def fill(key: SinusoidalKey, start: int, out: Sequence[Rows]) -> None:
     """Rows ``start, start+1, ...`` written into the arrays ``out``, one after the other."""
-    preset = PRESETS[key.preset]
-    if _direct(key):
-        shift = int(key.settings[preset.shift]) if preset.shift else 0
+    direct = _direct(key)
+    if direct:
         w_hi, w_lo = frequencies(key)
-        _exact.fill(start + shift, w_hi, w_lo, [_columns(key, part) for part in out])
-    else:
-        first = start
-        for part in out:
-            positions = np.arange(first, first + len(part), dtype=np.int64)
+        _exact.fill(start + key.shift, w_hi, w_lo, [_columns(key, part) for part in out])
+    first = start
+    for part in out:
+        positions = np.arange(first, first + len(part), dtype=np.int64)
+        if not direct:
             spans = _exact.row_spans(len(part), key.d_model)
             jobs = [functools.partial(_write, key, positions[a:b], part[a:b]) for a, b in spans]
             _exact.in_parallel(jobs)
-            first += len(part)
-    first = start
-    for part in out:
-        _finish(key, first, part)
+        _finish(key, positions, part)
         first += len(part)
 
 
 def take(key: SinusoidalKey, positions: NDArray[np.int64]) -> Rows:
     """The rows at ``positions``, bit-identical to those rows of the whole table."""
     out = np.empty((len(positions), key.d_model), dtype=key.dtype)
-    preset = PRESETS[key.preset]
     if _direct(key):
-        shift = int(key.settings[preset.shift]) if preset.shift else 0
         w_hi, w_lo = frequencies(key)
-        _exact.take(positions + shift, w_hi, w_lo, _columns(key, out))
+        _exact.take(positions + key.shift, w_hi, w_lo, _columns(key, out))
     else:
         _write(key, positions, out)
-    if key.layout in ("sin-cos", "cos-sin") and key.d_model % 2:
-        out[:, -1] = 0
-    if preset.zero_row is not None:
-        out[positions == int(key.settings[preset.zero_row])] = 0
+    _finish(key, positions, out)
     return out
 
 

@@ -8,7 +8,6 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.encodings import presets
-from service.encodings.catalogue import PRESETS
 from service.encodings.registry import DType
 from service.encodings.sinusoidal import Rounding, SinusoidalKey, preset_key
 from service.settings import POSITION_CEILING
@@ -96,18 +95,10 @@ class PresetFields(BaseModel):
         return preset_key(d_model, dtype, self.preset, self.rounding, given, layout)
 
     def preset_fields(self, key: SinusoidalKey) -> dict[str, Any]:
-        """The preset, rounding and parameters an answer states (none for vaswani, whose
-        answers are as they were before presets)."""
-        if self.preset == "vaswani":
-            return {"base": key.base}
-        preset = PRESETS[self.preset]
-        named = {param.name for param in preset.params}
-        return {
-            "preset": self.preset,
-            "rounding": self.rounding,
-            **({"base": key.base} if "base" in named else {}),
-            **dict(key.params),
-        }
+        """The preset, rounding and parameters an answer states: the key's own query
+        without its width, dtype and layout (vaswani: its base only, as before presets)."""
+        fields = key.query().items()
+        return {k: v for k, v in fields if k not in ("d_model", "dtype", "layout")}
 
 
 class PresetSource(BaseModel):
