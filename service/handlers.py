@@ -104,8 +104,18 @@ async def turn(runtime: Runtime, large: bool) -> AsyncIterator[None]:
         yield
 
 
+# A family whose rows hold several arrays side by side (rotary: cos, then sin) gives the
+# blocks of each by name; they are encoded as named members, or stacked.
+Named = Callable[[Parts], Mapping[str, Parts]]
+
+
 async def table(
-    runtime: Runtime, block: Block, fields: Mapping[str, Any], fmt: Format, gzip: bool
+    runtime: Runtime,
+    block: Block,
+    fields: Mapping[str, Any],
+    fmt: Format,
+    gzip: bool,
+    named: Named | None = None,
 ) -> Answer:
     """The encoded block; a large one holds a permit, released by :attr:`Answer.release`."""
     permits = runtime.large_answers if block.large else None
@@ -119,7 +129,11 @@ async def table(
         inline = (
             elements <= _INLINE_JSON_ELEMENTS if fmt == "json" else nbytes <= _INLINE_BINARY_BYTES
         )
-        encode = functools.partial(_encode, fmt, fields, sliced, "data", gzip)
+        encode = (
+            functools.partial(_encode, fmt, fields, sliced, "data", gzip)
+            if named is None
+            else functools.partial(_encode_named, fmt, fields, named(sliced), gzip)
+        )
         headers, body = encode() if inline else await runtime.compute(elements, encode)
     except BaseException:
         if permits is not None:
@@ -130,6 +144,13 @@ async def table(
 
 def _encode(fmt: Format, fields: Mapping[str, Any], parts: Parts, key: str, gzip: bool) -> Encoded:
     encoded = codecs.encode(fmt, fields, parts, key)
+    return codecs.gzip(encoded) if gzip and fmt == "json" else encoded
+
+
+def _encode_named(
+    fmt: Format, fields: Mapping[str, Any], arrays: Mapping[str, Parts], gzip: bool
+) -> Encoded:
+    encoded = codecs.encode_named(fmt, fields, arrays)
     return codecs.gzip(encoded) if gzip and fmt == "json" else encoded
 
 

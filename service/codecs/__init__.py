@@ -7,6 +7,8 @@ import gzip as gzip_module
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from service.codecs import json, npy, npz, raw
 from service.codecs.types import Encoded, Format, Parts
 from service.encodings.registry import joined
@@ -22,6 +24,18 @@ def encode(fmt: Format, fields: Mapping[str, Any], parts: Parts, key: str = "dat
     if fmt == "npz":
         return npz.encode(**{key: joined(parts)})
     return raw.encode(parts)
+
+
+def encode_named(fmt: Format, fields: Mapping[str, Any], arrays: Mapping[str, Parts]) -> Encoded:
+    """Several arrays of one shape (each as blocks of rows) in ``fmt``: JSON and ``npz``
+    members by name; ``npy`` and ``raw`` one array stacked along a new first axis, in
+    ``arrays``' order."""
+    if fmt == "json":
+        return json.encode_named(fields, arrays)
+    if fmt == "npz":
+        return npz.encode(**{name: joined(parts) for name, parts in arrays.items()})
+    stacked = np.stack([joined(parts) for parts in arrays.values()])
+    return npy.encode([stacked]) if fmt == "npy" else raw.encode([stacked])
 
 
 def gzip(encoded: Encoded) -> Encoded:

@@ -59,6 +59,13 @@ def encode(fields: Mapping[str, Any], parts: Parts, key: str = "data") -> Encode
     return {"content-type": MEDIA_TYPES["json"]}, body
 
 
+def encode_named(fields: Mapping[str, Any], arrays: Mapping[str, Parts]) -> Encoded:
+    """``fields`` followed by one member per array (each given as blocks of rows)."""
+    document = {**fields, **{name: _rows(joined(parts)) for name, parts in arrays.items()}}
+    body = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+    return {"content-type": MEDIA_TYPES["json"]}, body
+
+
 def decode(body: bytes | bytearray, numbers: Limit) -> dict[str, NDArray[Any]]:
     """``{"embeddings": [...], "position_ids": [...], "dtype": "float32"}`` as arrays
     (``position_ids`` only when given); ``dtype`` (default float32) is the embeddings'

@@ -2,6 +2,12 @@
 
 from fastapi import APIRouter
 
-from service.routes import explorer, ops, pictures, sinusoidal
+from service.routes import explorer, ops, pictures, rotary, sinusoidal
 
-ROUTERS: list[APIRouter] = [sinusoidal.router, pictures.router, ops.router, explorer.router]
+ROUTERS: list[APIRouter] = [
+    sinusoidal.router,
+    rotary.router,
+    pictures.router,
+    ops.router,
+    explorer.router,
+]

@@ -11,7 +11,7 @@ from fastapi import Request, Response
 from starlette.types import Receive, Scope, Send
 
 from service import handlers
-from service.codecs.types import Format, TableFormat
+from service.codecs.types import FORMATS, TABLE_FORMATS, Format
 from service.pacing import PATIENCE
 from service.runtime import Runtime
 from service.web.conditional import IMMUTABLE, fields_etag, matches
@@ -83,13 +83,15 @@ async def table_response(
     runtime: Runtime,
     block: handlers.Block,
     fields: Mapping[str, Any],
-    fmt: TableFormat | None,
+    fmt: Format | None,
     width_name: str,
+    named: handlers.Named | None = None,
 ) -> Response:
     """A block of a table in the format asked for (by ``fmt``, else ``Accept``), gzipped
     JSON where welcome, with a strong ETag and ``immutable``; 304 for a current tag."""
     raw = request.scope["headers"]
-    chosen = fmt or negotiate(combined(raw, b"accept"))
+    offered = FORMATS if named is not None else TABLE_FORMATS  # npz: named members
+    chosen = fmt or negotiate(combined(raw, b"accept"), offered)
     handlers.check_table(runtime.limits, block, chosen, width_name)
     rows, cols = block.shape
     gzip = (
@@ -109,6 +111,6 @@ async def table_response(
     if unchanged is not None:
         return unchanged
     answer = await unless_gone(
-        request, lambda: handlers.table(runtime, block, fields, chosen, gzip)
+        request, lambda: handlers.table(runtime, block, fields, chosen, gzip, named)
     )
     return respond(runtime, answer, headers)

@@ -1,0 +1,122 @@
+"""transformers' own float32 arithmetic for RoPE (``rounding=library``): the inverse
+frequencies each ``_compute_*_rope_parameters`` function of ``modeling_rope_utils.py``
+computes, every intermediate rounded where torch rounds it, and the cos and sin that
+``LlamaRotaryEmbedding.forward`` makes of them (position as float32, times the frequency
+in float32, cos and sin in float32, times the attention factor in float32).
+
+torch's float32 ``pow``, ``cos`` and ``sin`` are within an ulp, not correctly rounded:
+here each is the float64 function of the float32 arguments, rounded once. A Python
+number meets a float32 tensor as a float32, as in torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.encodings.scalings import Params, Scaling, yarn_range
+
+F32 = np.float32
+Float32Array = NDArray[np.float32]
+
+
+def _pow(base: float | Float32Array, exponent: float | Float32Array) -> Float32Array:
+    """float32 ``base ** exponent`` (both rounded to float32 first), rounded once."""
+    wide = np.power(
+        np.asarray(base, F32).astype(np.float64), np.asarray(exponent, F32).astype(np.float64)
+    )
+    return np.asarray(wide.astype(F32))
+
+
+def _reciprocal(x: Float32Array) -> Float32Array:
+    """``1.0 / x``: torch's ``reciprocal``, correctly rounded."""
+    return np.asarray(F32(1) / x)
+
+
+def _over(x: Float32Array, number: float) -> Float32Array:
+    """``x / number`` for a Python number, in float32."""
+    return np.asarray(x / F32(number))
+
+
+def _exponents(rotary_dim: int) -> Float32Array:
+    """``torch.arange(0, dim, 2).float() / dim``."""
+    return _over(np.arange(0, rotary_dim, 2).astype(F32), rotary_dim)
+
+
+def _default(base: float | Float32Array, rotary_dim: int) -> Float32Array:
+    """``1.0 / (base ** (arange(0, dim, 2).float() / dim))``."""
+    return _reciprocal(_pow(base, _exponents(rotary_dim)))
+
+
+def _dynamic_base(base: float, rotary_dim: int, values: Mapping[str, Any]) -> float | Float32Array:
+    """The base ``_compute_dynamic_ntk_parameters`` uses: in Python floats at the model's
+    own length (how the model starts), in float32 tensors past it (the forward pass passes
+    the sequence length as a tensor)."""
+    factor, mpe, seq_len = values["factor"], values["max_position_embeddings"], values["seq_len"]
+    exponent = rotary_dim / (rotary_dim - 2)
+    if seq_len <= mpe:
+        return float(base * ((factor * mpe / mpe) - (factor - 1)) ** exponent)
+    grown = _over(F32(factor) * np.asarray(F32(seq_len)), mpe) - F32(factor - 1)
+    # a tensor to the power of a Python number: the exponent stays a double
+    return np.asarray(F32(base) * F32(np.float64(grown) ** exponent))
+
+
+def frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> Float32Array:
+    """The float32 inverse frequencies transformers computes for the scaling."""
+    values = dict(params)
+    if scaling == "none":
+        return _default(base, rotary_dim)
+    if scaling == "linear":
+        return _over(_default(base, rotary_dim), values["factor"])
+    if scaling == "ntk":
+        return _default(base * values["factor"] ** (rotary_dim / (rotary_dim - 2)), rotary_dim)
+    if scaling == "dynamic":
+        return _default(_dynamic_base(base, rotary_dim, values), rotary_dim)
+    if scaling == "yarn":
+        return _yarn(base, rotary_dim, values)
+    if scaling == "longrope":
+        ext = np.asarray(values["ext_factors"], dtype=F32)
+        return _reciprocal(ext * _pow(base, _exponents(rotary_dim)))
+    return _llama3(base, rotary_dim, values)
+
+
+def _yarn(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+    pos_freqs = _pow(base, _exponents(rotary_dim))
+    extrapolation = _reciprocal(pos_freqs)
+    interpolation = _reciprocal(F32(values["factor"]) * pos_freqs)
+    low, high = yarn_range(rotary_dim, base, values)
+    if low == high:
+        high += 0.001
+    ramp = _over(np.arange(rotary_dim // 2, dtype=F32) - F32(low), high - low)
+    extra = F32(1) - np.clip(ramp, F32(0), F32(1))
+    return np.asarray(interpolation * (F32(1) - extra) + extrapolation * extra)
+
+
+def _llama3(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+    inv = _default(base, rotary_dim)
+    factor, original = values["factor"], values["original_max_position_embeddings"]
+    low, high = values["low_freq_factor"], values["high_freq_factor"]
+    wavelength = _reciprocal(inv) * F32(2 * math.pi)
+    scaled = np.where(wavelength > F32(original / low), _over(inv, factor), inv)
+    smooth = _over(_reciprocal(wavelength) * F32(original) - F32(low), high - low)
+    smoothed = _over((F32(1) - smooth) * scaled, factor) + smooth * scaled
+    medium = ~(wavelength < F32(original / high)) & ~(wavelength > F32(original / low))
+    return np.asarray(np.where(medium, smoothed, scaled))
+
+
+def cos_sin(
+    positions: NDArray[np.int64], inverse: Float32Array, attention: float
+) -> tuple[Float32Array, Float32Array]:
+    """``cos`` and ``sin`` of ``position.float() * inv_freq`` in float32, times the
+    attention factor in float32 (when it is not 1)."""
+    angles = positions.astype(F32)[:, None] * inverse[None, :]
+    wide = angles.astype(np.float64)
+    cos, sin = np.cos(wide).astype(F32), np.sin(wide).astype(F32)
+    if attention != 1:
+        cos *= F32(attention)
+        sin *= F32(attention)
+    return cos, sin

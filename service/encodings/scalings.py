@@ -1,0 +1,300 @@
+"""The RoPE scalings: which parameters each takes (under the names of Hugging Face's
+``rope_scaling``/``rope_parameters``), their defaults, the values they resolve to, and the
+exact inverse frequencies of each (numpy and decimal only).
+
+The formulas are those of transformers' ``modeling_rope_utils.py``, one function per
+scaling (cited in :data:`SOURCES`); ``ntk`` is the static "NTK-aware" base change that
+``dynamic`` applies at a given sequence length. An inverse frequency is carried as a
+double-double ``(hi, lo)``, exact to ~2^-100, as the sinusoidal family's are.
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any, Final, Literal, get_args
+
+import numpy as np
+
+from service.encodings import _exact
+from service.errors import InvalidParameter
+
+Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3"]
+SCALINGS: Final[tuple[Scaling, ...]] = get_args(Scaling)
+# A scaling's resolved parameters, in a fixed order: part of a table's key.
+Params = tuple[tuple[str, Any], ...]
+
+_UTILS: Final = "transformers/modeling_rope_utils.py"
+SOURCES: Final[dict[Scaling, str]] = {
+    "none": "transformers/models/llama/modeling_llama.py: "
+    "LlamaRotaryEmbedding.compute_default_rope_parameters",
+    "linear": f"{_UTILS}: _compute_linear_scaling_rope_parameters",
+    "ntk": "static NTK-aware scaling (bloc97, 2023): base * factor^(d/(d-2)); "
+    f"the base change of {_UTILS}: _compute_dynamic_ntk_parameters at a fixed factor",
+    "dynamic": f"{_UTILS}: _compute_dynamic_ntk_parameters",
+    "yarn": f"{_UTILS}: _compute_yarn_parameters",
+    "longrope": f"{_UTILS}: _compute_longrope_parameters",
+    "llama3": f"{_UTILS}: _compute_llama3_parameters",
+}
+# The parameters each scaling takes; those in REQUIRED must be given.
+PARAMETERS: Final[dict[Scaling, tuple[str, ...]]] = {
+    "none": (),
+    "linear": ("factor",),
+    "ntk": ("factor",),
+    "dynamic": ("factor", "max_position_embeddings", "seq_len"),
+    "yarn": (
+        "factor",
+        "original_max_position_embeddings",
+        "max_position_embeddings",
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+        "attention_factor",
+        "truncate",
+    ),
+    "longrope": (
+        "short_factor",
+        "long_factor",
+        "original_max_position_embeddings",
+        "max_position_embeddings",
+        "factor",
+        "attention_factor",
+    ),
+    "llama3": (
+        "factor",
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    ),
+}
+REQUIRED: Final[dict[Scaling, tuple[str, ...]]] = {
+    "none": (),
+    "linear": ("factor",),
+    "ntk": ("factor",),
+    "dynamic": ("factor", "max_position_embeddings"),
+    "yarn": ("original_max_position_embeddings",),
+    "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
+    "llama3": PARAMETERS["llama3"],
+}
+MAX_FACTORS: Final = 8192  # longrope's factors: one per pair of the widest head
+ALL_PARAMETERS: Final = tuple(dict.fromkeys(p for names in PARAMETERS.values() for p in names))
+_CONTEXT: Final = decimal.Context(prec=40)
+_PI: Final = decimal.Decimal("3.141592653589793238462643383279502884197")
+
+
+def resolve(scaling: Scaling, given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params:
+    """The scaling's parameters with defaults filled in and derived values computed as
+    transformers computes them (the attention factor, yarn's factor, the sequence length
+    of ``dynamic``, the factors ``longrope`` uses for a table of ``max_len`` positions):
+    equal tables resolve to equal parameters. A parameter the scaling does not take, or a
+    missing one, is an :class:`InvalidParameter` that names it."""
+    for name in given:
+        if name not in PARAMETERS[scaling]:
+            takes = ", ".join(PARAMETERS[scaling]) or "no parameters"
+            raise InvalidParameter(
+                name, f"is not a parameter of scaling={scaling} (it takes {takes})"
+            )
+    for name in REQUIRED[scaling]:
+        if given.get(name) is None:
+            raise InvalidParameter(name, f"is required by scaling={scaling}")
+    if scaling in ("ntk", "dynamic") and rotary_dim <= 2:
+        raise InvalidParameter("head_dim", f"scaling={scaling} needs a rotary dimension above 2")
+    if scaling == "none":
+        return ()
+    if scaling in ("linear", "ntk"):
+        return (("factor", _positive(given, "factor")),)
+    if scaling == "dynamic":
+        mpe = _position_count(given, "max_position_embeddings")
+        seq_len = given.get("seq_len") or max_len
+        return (
+            ("factor", _positive(given, "factor")),
+            ("max_position_embeddings", mpe),
+            ("seq_len", max(int(seq_len), mpe)),
+        )
+    if scaling == "yarn":
+        return _yarn(given, rotary_dim)
+    if scaling == "longrope":
+        return _longrope(given, rotary_dim, max_len)
+    return (
+        ("factor", _positive(given, "factor")),
+        ("low_freq_factor", _positive(given, "low_freq_factor")),
+        ("high_freq_factor", _above(given, "high_freq_factor", given["low_freq_factor"])),
+        (
+            "original_max_position_embeddings",
+            _position_count(given, "original_max_position_embeddings"),
+        ),
+    )
+
+
+def _positive(given: Mapping[str, Any], name: str) -> float:
+    value = float(given[name])
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidParameter(name, "must be a positive finite number")
+    return value
+
+
+def _above(given: Mapping[str, Any], name: str, low: float) -> float:
+    value = _positive(given, name)
+    if value <= float(low):
+        raise InvalidParameter(name, f"must be above low_freq_factor ({low})")
+    return value
+
+
+def _position_count(given: Mapping[str, Any], name: str) -> int:
+    value = given[name]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidParameter(name, "must be a positive integer")
+    return value
+
+
+def _factor(given: Mapping[str, Any], scaling: str) -> float:
+    """``factor``, else ``max_position_embeddings / original_max_position_embeddings``
+    (as transformers derives it for yarn and longrope)."""
+    if given.get("factor") is not None:
+        return _positive(given, "factor")
+    if given.get("max_position_embeddings") is None:
+        raise InvalidParameter(
+            "factor", f"scaling={scaling} needs factor, or max_position_embeddings to derive it"
+        )
+    mpe = _position_count(given, "max_position_embeddings")
+    return mpe / _position_count(given, "original_max_position_embeddings")
+
+
+def _yarn(given: Mapping[str, Any], rotary_dim: int) -> Params:
+    factor = _factor(given, "yarn")
+    original = _position_count(given, "original_max_position_embeddings")
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    attention = given.get("attention_factor")
+    if attention is None:
+        m, m_all = given.get("mscale"), given.get("mscale_all_dim")
+        attention = mscale(factor, m) / mscale(factor, m_all) if m and m_all else mscale(factor)
+    return (
+        ("factor", factor),
+        ("original_max_position_embeddings", original),
+        ("beta_fast", float(given.get("beta_fast") or 32)),
+        ("beta_slow", float(given.get("beta_slow") or 1)),
+        ("truncate", bool(given.get("truncate", True))),
+        ("attention_factor", _positive({"attention_factor": attention}, "attention_factor")),
+    )
+
+
+def _longrope(given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params:
+    original = _position_count(given, "original_max_position_embeddings")
+    factors: dict[str, tuple[float, ...]] = {}
+    for name in ("short_factor", "long_factor"):
+        values = tuple(float(v) for v in given[name])
+        if len(values) != rotary_dim // 2:
+            raise InvalidParameter(
+                name, f"has {len(values)} numbers; the rotary dimension needs {rotary_dim // 2}"
+            )
+        if not all(math.isfinite(v) and v > 0 for v in values):
+            raise InvalidParameter(name, "must be positive finite numbers")
+        factors[name] = values
+    attention = given.get("attention_factor")
+    if attention is None:
+        factor = _factor(given, "longrope")
+        attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+    chosen = factors["long_factor" if max_len > original else "short_factor"]
+    return (
+        ("ext_factors", chosen),
+        ("attention_factor", _positive({"attention_factor": attention}, "attention_factor")),
+    )
+
+
+def attention_factor(params: Params) -> float:
+    """What cos and sin are multiplied by (yarn and longrope; else 1)."""
+    return float(dict(params).get("attention_factor", 1.0))
+
+
+def yarn_range(rotary_dim: int, base: float, params: Mapping[str, Any]) -> tuple[float, float]:
+    """The pairs between which yarn's ramp runs (``find_correction_range``, float64)."""
+
+    def dim(rotations: float) -> float:
+        wavelengths = params["original_max_position_embeddings"] / (rotations * 2 * math.pi)
+        return (rotary_dim * math.log(wavelengths)) / (2 * math.log(base))
+
+    low, high = dim(params["beta_fast"]), dim(params["beta_slow"])
+    if params["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, rotary_dim - 1)
+
+
+def effective_base(
+    scaling: Scaling, base: float, rotary_dim: int, params: Params
+) -> decimal.Decimal:
+    """The base ``ntk`` and ``dynamic`` change to (else ``base``), in 40 digits."""
+    values = dict(params)
+    b = decimal.Decimal(base)
+    if scaling == "ntk":
+        grow = decimal.Decimal(values["factor"])
+    elif scaling == "dynamic" and values["seq_len"] > values["max_position_embeddings"]:
+        f = decimal.Decimal(values["factor"])
+        ratio = _CONTEXT.divide(f * values["seq_len"], values["max_position_embeddings"])
+        grow = ratio - (f - 1)
+    else:
+        return b
+    exponent = _CONTEXT.divide(rotary_dim, rotary_dim - 2)
+    return _CONTEXT.multiply(b, _CONTEXT.power(grow, exponent))
+
+
+@functools.lru_cache(maxsize=16)  # at most 16 x 8,192 pairs x 16 bytes
+def exact_frequencies(
+    scaling: Scaling, base: float, rotary_dim: int, params: Params
+) -> tuple[_exact.Float64Array, _exact.Float64Array]:
+    """The inverse frequencies of the ``rotary_dim // 2`` pairs, exactly (double-double)."""
+    pairs = rotary_dim // 2
+    hi, lo = _exact.inverse_powers(
+        effective_base(scaling, base, rotary_dim, params), rotary_dim, pairs
+    )
+    values = dict(params)
+    multipliers: list[decimal.Decimal]
+    if scaling in ("linear", "llama3"):
+        factor = decimal.Decimal(values["factor"])
+        if scaling == "linear":
+            return _exact.scaled(hi, lo, _CONTEXT.divide(1, factor))
+        multipliers = [
+            _llama3(h, low_part, factor, values)
+            for h, low_part in zip(hi.tolist(), lo.tolist(), strict=True)
+        ]
+    elif scaling == "yarn":
+        low, high = yarn_range(rotary_dim, base, values)
+        span = decimal.Decimal(high - low if high != low else high + 0.001 - low)
+        factor = decimal.Decimal(values["factor"])
+        multipliers = []
+        for i in range(pairs):
+            ramp = _CONTEXT.divide(i - decimal.Decimal(low), span)
+            ramp = min(max(ramp, decimal.Decimal(0)), decimal.Decimal(1))
+            multipliers.append(_CONTEXT.divide(ramp, factor) + (1 - ramp))
+    elif scaling == "longrope":
+        multipliers = [_CONTEXT.divide(1, decimal.Decimal(e)) for e in values["ext_factors"]]
+    else:
+        return hi, lo
+    m_hi = np.array([float(m) for m in multipliers])
+    m_lo = np.array([float(m - decimal.Decimal(float(m))) for m in multipliers])
+    return _exact.dd_mul(hi, lo, m_hi, m_lo)
+
+
+def _llama3(
+    hi: float, lo: float, factor: decimal.Decimal, values: Mapping[str, Any]
+) -> decimal.Decimal:
+    """What llama3 multiplies one inverse frequency by: ``1/factor`` above the low-frequency
+    wavelength, 1 below the high-frequency one, a smooth blend between."""
+    inverse = decimal.Decimal(hi) + decimal.Decimal(lo)
+    original = decimal.Decimal(values["original_max_position_embeddings"])
+    low, high = (
+        decimal.Decimal(values["low_freq_factor"]),
+        decimal.Decimal(values["high_freq_factor"]),
+    )
+    wavelength = _CONTEXT.divide(2 * _PI, inverse)
+    if wavelength > original / low:
+        return _CONTEXT.divide(1, factor)
+    if wavelength < original / high:
+        return decimal.Decimal(1)
+    smooth = _CONTEXT.divide(_CONTEXT.divide(original, wavelength) - low, high - low)
+    return _CONTEXT.divide(1 - smooth, factor) + smooth

@@ -1,0 +1,163 @@
+"""The rotary family (RoPE): its cos and sin tables, the same tables from a model's
+``config.json``, and the rotation of posted queries or keys."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Annotated, Any, Final
+
+import orjson
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from service import handlers
+from service.codecs.types import FORMATS, Format
+from service.encodings import rotary
+from service.encodings.registry import DType
+from service.encodings.rotation import Rotation
+from service.errors import InvalidParameter, MalformedBody
+from service.schemas.common import ApplyDocument
+from service.schemas.hf_config import rotary_query
+from service.schemas.rotary import RotaryApplyQuery, RotaryTableDocument, RotaryTableQuery
+from service.settings import POSITION_CEILING
+from service.web import openapi
+from service.web.bodies import body_format, read_body
+from service.web.deps import RuntimeDep
+from service.web.disconnect import unless_gone
+from service.web.negotiation import accepts_gzip, combined, negotiate
+from service.web.responses import respond, table_response
+
+PATH: Final = "/v1/encodings/rotary"
+router = APIRouter()
+_TABLE_200: Final = {
+    "model": RotaryTableDocument,
+    "content": {**openapi.TABLE_MEDIA, "application/x-npz": {}},
+    "description": "cos and sin: JSON members, npz members, or (2, rows, rotary_dim) stacked.",
+    "headers": openapi.TABLE_HEADERS,
+}
+
+
+async def _table(request: Request, runtime: RuntimeDep, query: RotaryTableQuery) -> Response:
+    key = query.key()
+    block = handlers.Block(key, query.start, query.row_stop, 0, key.width, query.max_len)
+    return await table_response(
+        request,
+        runtime,
+        block,
+        query.describe(key),
+        query.format,
+        "2 × rotary_dim",
+        lambda parts: rotary.split(key, parts),
+    )
+
+
+@router.get(
+    PATH,
+    operation_id="getRotaryTable",
+    summary="The cos and sin tables of rotary position embeddings (RoPE), or some rows.",
+    response_class=Response,
+    responses={200: _TABLE_200, 304: openapi.NOT_MODIFIED, **openapi.problems_of(406, 422)},
+)
+async def get_table(
+    query: Annotated[RotaryTableQuery, Query()], request: Request, runtime: RuntimeDep
+) -> Response:
+    """The cos and sin tables of rotary position embeddings (RoPE), or some rows."""
+    return await _table(request, runtime, query)
+
+
+class FromConfigQuery(BaseModel):
+    """What the config does not say: which rows, in what form."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_len: int | None = Field(
+        None, ge=1, le=POSITION_CEILING + 1, description="Default: max_position_embeddings."
+    )
+    start: int = Field(0, ge=0, description="First position returned.")
+    stop: int | None = Field(None, ge=1, description="Position after the last; default max_len.")
+    convention: rotary.Convention = Field(
+        "half", description="As for tables (the config's models use half)."
+    )
+    rounding: rotary.Rounding = Field("library", description="As for tables.")
+    dtype: DType = Field("float32", description="As for tables.")
+    format: Format | None = Field(None, description="As for tables.")
+
+
+@router.post(
+    PATH + "/from-config",
+    operation_id="getRotaryTableFromConfig",
+    summary="The RoPE tables of a model, from its Hugging Face config.json.",
+    response_class=Response,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+            "description": "The model's config.json (rope_theta, rope_scaling or "
+            "rope_parameters, head_dim or hidden_size / num_attention_heads, "
+            "partial_rotary_factor, max_position_embeddings).",
+        }
+    },
+    responses={200: _TABLE_200, **openapi.problems_of(400, 406, 408, 413, 415, 422)},
+)
+async def from_config(
+    query: Annotated[FromConfigQuery, Query()], request: Request, runtime: RuntimeDep
+) -> Response:
+    """The RoPE tables of a model, from its Hugging Face config.json; ``Content-Location``
+    is the ``GET`` of the same table."""
+    raw = request.scope["headers"]
+    if body_format(combined(raw, b"content-type")) != "json":
+        raise InvalidParameter("content-type", "the config is JSON: application/json")
+    body = await read_body(
+        request, runtime.limits.body_bytes, idle_timeout=runtime.settings.body_timeout
+    )
+    try:
+        config = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBody(f"the config is not JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise InvalidParameter("body", "the config must be a JSON object")
+    given = rotary_query(config)
+    given.update(query.model_dump(exclude_none=True))
+    if "max_len" not in given:
+        raise InvalidParameter("max_len", "the config has no max_position_embeddings: give max_len")
+    try:
+        table_query = RotaryTableQuery.model_validate(given)
+    except ValidationError as exc:
+        errors: list[Any] = [
+            {**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)
+        ]
+        raise RequestValidationError(errors) from None
+    response = await _table(request, runtime, table_query)
+    response.headers["content-location"] = f"{PATH}?{urllib.parse.urlencode(given)}"
+    return response
+
+
+@router.post(
+    PATH + "/apply",
+    operation_id="applyRotary",
+    summary="Queries or keys (..., L, head_dim) rotated by their positions' angles.",
+    response_class=Response,
+    openapi_extra={"requestBody": openapi.APPLY_BODY},
+    responses={
+        200: {"model": ApplyDocument, "content": openapi.APPLY_MEDIA, "description": "The result."},
+        **openapi.problems_of(400, 406, 408, 413, 415, 422),
+    },
+)
+async def apply(
+    query: Annotated[RotaryApplyQuery, Query()], request: Request, runtime: RuntimeDep
+) -> Response:
+    """Queries or keys (..., L, head_dim) rotated by their positions' angles."""
+    raw = request.scope["headers"]
+    kind = body_format(combined(raw, b"content-type"))
+    offered = (kind, *(fmt for fmt in FORMATS if fmt != kind))
+    fmt = query.format or negotiate(combined(raw, b"accept"), offered)
+    gzip = fmt == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
+    limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
+    body = await read_body(request, limit, idle_timeout=idle)
+    kernel = Rotation(query.convention)
+    plan = handlers.Apply(kind, fmt, gzip, kernel, query.key, query.offset, query.max_len)
+    answer = await unless_gone(
+        request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
+    )
+    return respond(runtime, answer, {"cache-control": "no-store"})
