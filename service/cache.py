@@ -173,7 +173,10 @@ class Cache:
                 with self._lock:
                     for (page, flight), array in zip(run, arrays, strict=True):
                         array.flags.writeable = False
-                        self._store(_PageKey(key, page), _Entry(array, array.nbytes, key))
+                        self._store(
+                            _PageKey(key, page),
+                            _Entry(array, array.nbytes + registry.key_bytes(key), key),
+                        )
                         flight.result = have[page] = array
                         self._land(_PageKey(key, page), flight)
         except BaseException as error:  # the waiters share it; later requests compute again

@@ -73,6 +73,16 @@ def row_bytes(key: Key) -> int:
     return key.width * np.dtype(key.dtype).itemsize
 
 
+def key_bytes(key: Key) -> int:
+    """About what a key holds beyond a few numbers (a longrope key's factors), counted
+    with each of its cached pages: 32 bytes per number in a tuple."""
+
+    def size(value: Any) -> int:
+        return sum(32 + size(item) for item in value) if isinstance(value, tuple) else 0
+
+    return sum(size(getattr(key, name)) for name in key.__dataclass_fields__)
+
+
 def fill(key: Key, start: int, out: Sequence[Rows]) -> None:
     """Rows ``start, start+1, ...`` of ``key``'s table written into ``out``, one array after
     the other (each ``(rows, key.width)`` of ``key.dtype``, C order)."""

@@ -26,7 +26,7 @@ from typing import Any, Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact, _rope_library, scalings
+from service.encodings import _exact, _rope_exact, _rope_library, scalings
 from service.encodings.registry import DTYPES, DType, Family, Rows, register
 from service.errors import InvalidParameter
 
@@ -95,7 +95,7 @@ def rotary_dim(head_dim: int, partial_rotary_factor: float) -> int:
 
 def frequencies(key: RotaryKey) -> tuple[_exact.Float64Array, _exact.Float64Array]:
     """The exact inverse frequencies of the key's pairs (double-double)."""
-    return scalings.exact_frequencies(key.scaling, key.base, key.rotary_dim, key.params)
+    return _rope_exact.frequencies(key.scaling, key.base, key.rotary_dim, key.params)
 
 
 @functools.lru_cache(maxsize=64)  # at most 64 x 8,192 float32

@@ -1,24 +1,19 @@
 """The RoPE scalings: which parameters each takes (under the names of Hugging Face's
-``rope_scaling``/``rope_parameters``), their defaults, the values they resolve to, and the
-exact inverse frequencies of each (numpy and decimal only).
+``rope_scaling``/``rope_parameters``), their defaults, and the values they resolve to.
 
 The formulas are those of transformers' ``modeling_rope_utils.py``, one function per
 scaling (cited in :data:`SOURCES`); ``ntk`` is the static "NTK-aware" base change that
-``dynamic`` applies at a given sequence length. An inverse frequency is carried as a
-double-double ``(hi, lo)``, exact to ~2^-100, as the sinusoidal family's are.
+``dynamic`` applies at a given sequence length. The inverse frequencies are computed from
+the resolved values exactly (:mod:`._rope_exact`) or as transformers does
+(:mod:`._rope_library`).
 """
 
 from __future__ import annotations
 
-import decimal
-import functools
 import math
 from collections.abc import Mapping
 from typing import Any, Final, Literal, get_args
 
-import numpy as np
-
-from service.encodings import _exact
 from service.errors import InvalidParameter
 
 Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3"]
@@ -79,10 +74,9 @@ REQUIRED: Final[dict[Scaling, tuple[str, ...]]] = {
     "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
     "llama3": PARAMETERS["llama3"],
 }
+MAX_ATTENTION: Final = 1000.0  # cos and sin times it stay finite in float16
 MAX_FACTORS: Final = 8192  # longrope's factors: one per pair of the widest head
 ALL_PARAMETERS: Final = tuple(dict.fromkeys(p for names in PARAMETERS.values() for p in names))
-_CONTEXT: Final = decimal.Context(prec=40)
-_PI: Final = decimal.Decimal("3.141592653589793238462643383279502884197")
 
 
 def resolve(scaling: Scaling, given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params:
@@ -136,6 +130,16 @@ def _positive(given: Mapping[str, Any], name: str) -> float:
     return value
 
 
+def _attention(value: float) -> float:
+    """An attention factor, given or derived: positive, and small enough that cos and sin
+    times it stay finite in float16."""
+    if not (math.isfinite(value) and 0 < value <= MAX_ATTENTION):
+        raise InvalidParameter(
+            "attention_factor", f"is {value:.6g}: it must be in (0, {MAX_ATTENTION:g}]"
+        )
+    return float(value)
+
+
 def _above(given: Mapping[str, Any], name: str, low: float) -> float:
     value = _positive(given, name)
     if value <= float(low):
@@ -180,7 +184,7 @@ def _yarn(given: Mapping[str, Any], rotary_dim: int) -> Params:
         ("beta_fast", float(given.get("beta_fast") or 32)),
         ("beta_slow", float(given.get("beta_slow") or 1)),
         ("truncate", bool(given.get("truncate", True))),
-        ("attention_factor", _positive({"attention_factor": attention}, "attention_factor")),
+        ("attention_factor", _attention(attention)),
     )
 
 
@@ -203,7 +207,7 @@ def _longrope(given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params
     chosen = factors["long_factor" if max_len > original else "short_factor"]
     return (
         ("ext_factors", chosen),
-        ("attention_factor", _positive({"attention_factor": attention}, "attention_factor")),
+        ("attention_factor", _attention(attention)),
     )
 
 
@@ -223,78 +227,3 @@ def yarn_range(rotary_dim: int, base: float, params: Mapping[str, Any]) -> tuple
     if params["truncate"]:
         low, high = math.floor(low), math.ceil(high)
     return max(low, 0), min(high, rotary_dim - 1)
-
-
-def effective_base(
-    scaling: Scaling, base: float, rotary_dim: int, params: Params
-) -> decimal.Decimal:
-    """The base ``ntk`` and ``dynamic`` change to (else ``base``), in 40 digits."""
-    values = dict(params)
-    b = decimal.Decimal(base)
-    if scaling == "ntk":
-        grow = decimal.Decimal(values["factor"])
-    elif scaling == "dynamic" and values["seq_len"] > values["max_position_embeddings"]:
-        f = decimal.Decimal(values["factor"])
-        ratio = _CONTEXT.divide(f * values["seq_len"], values["max_position_embeddings"])
-        grow = ratio - (f - 1)
-    else:
-        return b
-    exponent = _CONTEXT.divide(rotary_dim, rotary_dim - 2)
-    return _CONTEXT.multiply(b, _CONTEXT.power(grow, exponent))
-
-
-@functools.lru_cache(maxsize=16)  # at most 16 x 8,192 pairs x 16 bytes
-def exact_frequencies(
-    scaling: Scaling, base: float, rotary_dim: int, params: Params
-) -> tuple[_exact.Float64Array, _exact.Float64Array]:
-    """The inverse frequencies of the ``rotary_dim // 2`` pairs, exactly (double-double)."""
-    pairs = rotary_dim // 2
-    hi, lo = _exact.inverse_powers(
-        effective_base(scaling, base, rotary_dim, params), rotary_dim, pairs
-    )
-    values = dict(params)
-    multipliers: list[decimal.Decimal]
-    if scaling in ("linear", "llama3"):
-        factor = decimal.Decimal(values["factor"])
-        if scaling == "linear":
-            return _exact.scaled(hi, lo, _CONTEXT.divide(1, factor))
-        multipliers = [
-            _llama3(h, low_part, factor, values)
-            for h, low_part in zip(hi.tolist(), lo.tolist(), strict=True)
-        ]
-    elif scaling == "yarn":
-        low, high = yarn_range(rotary_dim, base, values)
-        span = decimal.Decimal(high - low if high != low else high + 0.001 - low)
-        factor = decimal.Decimal(values["factor"])
-        multipliers = []
-        for i in range(pairs):
-            ramp = _CONTEXT.divide(i - decimal.Decimal(low), span)
-            ramp = min(max(ramp, decimal.Decimal(0)), decimal.Decimal(1))
-            multipliers.append(_CONTEXT.divide(ramp, factor) + (1 - ramp))
-    elif scaling == "longrope":
-        multipliers = [_CONTEXT.divide(1, decimal.Decimal(e)) for e in values["ext_factors"]]
-    else:
-        return hi, lo
-    m_hi = np.array([float(m) for m in multipliers])
-    m_lo = np.array([float(m - decimal.Decimal(float(m))) for m in multipliers])
-    return _exact.dd_mul(hi, lo, m_hi, m_lo)
-
-
-def _llama3(
-    hi: float, lo: float, factor: decimal.Decimal, values: Mapping[str, Any]
-) -> decimal.Decimal:
-    """What llama3 multiplies one inverse frequency by: ``1/factor`` above the low-frequency
-    wavelength, 1 below the high-frequency one, a smooth blend between."""
-    inverse = decimal.Decimal(hi) + decimal.Decimal(lo)
-    original = decimal.Decimal(values["original_max_position_embeddings"])
-    low, high = (
-        decimal.Decimal(values["low_freq_factor"]),
-        decimal.Decimal(values["high_freq_factor"]),
-    )
-    wavelength = _CONTEXT.divide(2 * _PI, inverse)
-    if wavelength > original / low:
-        return _CONTEXT.divide(1, factor)
-    if wavelength < original / high:
-        return decimal.Decimal(1)
-    smooth = _CONTEXT.divide(_CONTEXT.divide(original, wavelength) - low, high - low)
-    return _CONTEXT.divide(1 - smooth, factor) + smooth
