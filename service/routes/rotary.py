@@ -29,6 +29,7 @@ from service.web.negotiation import accepts_gzip, combined, negotiate
 from service.web.responses import respond, table_response
 
 PATH: Final = "/v1/encodings/rotary"
+_MAX_LOCATION: Final = 8192
 router = APIRouter()
 _TABLE_200: Final = {
     "model": RotaryTableDocument,
@@ -129,7 +130,9 @@ async def from_config(
         ]
         raise RequestValidationError(errors) from None
     response = await _table(request, runtime, table_query)
-    response.headers["content-location"] = f"{PATH}?{urllib.parse.urlencode(given)}"
+    location = f"{PATH}?{urllib.parse.urlencode(given)}"
+    if len(location) <= _MAX_LOCATION:  # longrope's factors can make it too long for a header
+        response.headers["content-location"] = location
     return response
 
 
