@@ -90,6 +90,8 @@ def rotary_dim(head_dim: int, partial_rotary_factor: float) -> int:
     """``int(head_dim * partial_rotary_factor)``, as transformers computes it."""
     if not (math.isfinite(partial_rotary_factor) and 0 < partial_rotary_factor <= 1):
         raise InvalidParameter("partial_rotary_factor", "must be in (0, 1]")
+    if not 1 <= head_dim <= MAX_HEAD_DIM:
+        raise InvalidParameter("head_dim", f"must be from 1 to {MAX_HEAD_DIM}")
     return int(head_dim * partial_rotary_factor)
 
 

@@ -131,8 +131,10 @@ class Rotation:
                 a[...] = new_a
                 b[...] = b_c
         target = embeddings.dtype.newbyteorder("=")
-        result: NDArray[np.floating] = out if out.dtype == target else out.astype(target)
-        if not np.isfinite(np.add.reduce(result, axis=None, dtype=np.float64)):
+        with np.errstate(over="ignore", invalid="ignore"):  # checked here, with a better message
+            result: NDArray[np.floating] = out if out.dtype == target else out.astype(target)
+            finite = np.isfinite(np.add.reduce(result, axis=None, dtype=np.float64))
+        if not finite:
             _explain(embeddings, result, reuse)
         return result
 

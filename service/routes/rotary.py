@@ -16,7 +16,7 @@ from service.codecs.types import FORMATS, Format
 from service.encodings import rotary
 from service.encodings.registry import DType
 from service.encodings.rotation import Rotation
-from service.errors import InvalidParameter, MalformedBody
+from service.errors import InvalidInput, InvalidParameter, MalformedBody
 from service.schemas.common import ApplyDocument
 from service.schemas.hf_config import rotary_query
 from service.schemas.rotary import RotaryApplyQuery, RotaryTableDocument, RotaryTableQuery
@@ -39,8 +39,9 @@ _TABLE_200: Final = {
 }
 
 
-async def _table(request: Request, runtime: RuntimeDep, query: RotaryTableQuery) -> Response:
-    key = query.key()
+async def _table(
+    request: Request, runtime: RuntimeDep, query: RotaryTableQuery, key: rotary.RotaryKey
+) -> Response:
     block = handlers.Block(key, query.start, query.row_stop, 0, key.width, query.max_len)
     return await table_response(
         request,
@@ -64,7 +65,7 @@ async def get_table(
     query: Annotated[RotaryTableQuery, Query()], request: Request, runtime: RuntimeDep
 ) -> Response:
     """The cos and sin tables of rotary position embeddings (RoPE), or some rows."""
-    return await _table(request, runtime, query)
+    return await _table(request, runtime, query, query.key())
 
 
 class FromConfigQuery(BaseModel):
@@ -117,7 +118,7 @@ async def from_config(
     except orjson.JSONDecodeError as exc:
         raise MalformedBody(f"the config is not JSON: {exc}") from None
     if not isinstance(config, dict):
-        raise InvalidParameter("body", "the config must be a JSON object")
+        raise InvalidInput("body", "the config must be a JSON object")
     given = rotary_query(config)
     given.update(query.model_dump(exclude_none=True))
     if "max_len" not in given:
@@ -129,7 +130,13 @@ async def from_config(
             {**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)
         ]
         raise RequestValidationError(errors) from None
-    response = await _table(request, runtime, table_query)
+    try:
+        key = table_query.key()
+    except InvalidInput:
+        raise
+    except InvalidParameter as exc:  # a value the config gave
+        raise InvalidInput(exc.name, exc.extensions["errors"][0]["detail"]) from None
+    response = await _table(request, runtime, table_query, key)
     location = f"{PATH}?{urllib.parse.urlencode(given)}"
     if len(location) <= _MAX_LOCATION:  # longrope's factors can make it too long for a header
         response.headers["content-location"] = location

@@ -22,6 +22,7 @@ ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
     "llama3": "llama3",
 }
 # keys of a rope dict that are not a scaling's parameters
+_LISTS: Final = {"short_factor", "long_factor"}
 _GENERAL: Final = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
 
 
@@ -44,7 +45,8 @@ def _rope_dict(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
 
 
 def _head_dim(config: Mapping[str, Any]) -> int:
-    head_dim = config.get("head_dim")
+    # DeepSeek's rotary part of a head is its own width (transformers sets head_dim to it)
+    head_dim = config.get("qk_rope_head_dim", config.get("head_dim"))
     if head_dim is None:
         hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
         if not (isinstance(hidden, int) and isinstance(heads, int) and heads > 0):
@@ -67,7 +69,7 @@ def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
     ``rope_type`` the service does not know is an :class:`InvalidInput` naming it."""
     where, rope = _rope_dict(config)
     rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type not in ROPE_TYPES:
+    if not isinstance(rope_type, str) or rope_type not in ROPE_TYPES:
         known = ", ".join(ROPE_TYPES)
         raise InvalidInput(
             f"{where}.rope_type", f"'{str(rope_type)[:60]}' is not a known rope_type ({known})"
@@ -89,8 +91,14 @@ def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in rope.items():
         if name in _GENERAL or value is None:
             continue
-        if name in takes:
-            query[name] = ",".join(map(str, value)) if isinstance(value, list) else value
+        if name not in takes:
+            continue
+        if name in _LISTS and isinstance(value, list):
+            query[name] = ",".join(map(str, value))
+        elif isinstance(value, (list, dict)) or (isinstance(value, bool) and name != "truncate"):
+            raise InvalidInput(f"{where}.{name}", f"must be a number, not {type(value).__name__}")
+        else:
+            query[name] = value
     if "max_position_embeddings" in takes and mpe is not None:
         query["max_position_embeddings"] = mpe
     original = config.get("original_max_position_embeddings")

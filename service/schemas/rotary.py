@@ -10,7 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from service.codecs.types import Format
 from service.encodings import scalings
 from service.encodings.registry import DType
-from service.encodings.rotary import DEFAULT_BASE, Convention, RotaryKey, Rounding, rotary_dim
+from service.encodings.rotary import (
+    DEFAULT_BASE,
+    MAX_HEAD_DIM,
+    Convention,
+    RotaryKey,
+    Rounding,
+    rotary_dim,
+)
 from service.errors import InvalidParameter
 from service.schemas.common import below, within
 from service.settings import POSITION_CEILING
@@ -174,7 +181,11 @@ class RotaryTableQuery(RotaryFields):
         description="Positions 0 .. max_len-1 (the last at most PE_MAX_POSITION); with "
         "dynamic and longrope also the sequence length the scaling sees.",
     )
-    head_dim: int = Field(ge=1, description="The width of one attention head.")
+    head_dim: int = Field(
+        ge=1,
+        le=MAX_HEAD_DIM,
+        description=f"The width of one attention head (at most {MAX_HEAD_DIM}).",
+    )
     start: int = Field(0, ge=0, description="First position returned (inclusive).")
     stop: int | None = Field(None, ge=1, description="Position after the last; default max_len.")
     dtype: DType = Field("float32", description="Element type of cos and sin.")
