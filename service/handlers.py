@@ -7,7 +7,7 @@ toolkit's business."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -109,6 +109,31 @@ async def turn(runtime: Runtime, large: bool) -> AsyncIterator[None]:
 Named = Callable[[Parts], Mapping[str, Parts]]
 
 
+async def holding_permit(
+    runtime: Runtime, large: bool, produce: Callable[[], Awaitable[Encoded]]
+) -> Answer:
+    """The answer ``produce`` encodes; a ``large`` one holds one of the large-answer permits
+    meanwhile and until it has been sent (:attr:`Answer.release`)."""
+    permits = runtime.large_answers if large else None
+    if permits is not None:
+        await permits.acquire()
+    try:
+        headers, body = await produce()
+    except BaseException:
+        if permits is not None:
+            permits.release()
+        raise
+    return Answer(headers, body, permits.release if permits is not None else None)
+
+
+async def encoded(
+    runtime: Runtime, fmt: Format, elements: int, nbytes: int, encode: Callable[[], Encoded]
+) -> Encoded:
+    """``encode()`` on the event loop when the answer is small, else in a worker thread."""
+    inline = elements <= _INLINE_JSON_ELEMENTS if fmt == "json" else nbytes <= _INLINE_BINARY_BYTES
+    return encode() if inline else await runtime.compute(elements, encode)
+
+
 async def table(
     runtime: Runtime,
     block: Block,
@@ -118,28 +143,20 @@ async def table(
     named: Named | None = None,
 ) -> Answer:
     """The encoded block; a large one holds a permit, released by :attr:`Answer.release`."""
-    permits = runtime.large_answers if block.large else None
-    if permits is not None:
-        await permits.acquire()
-    try:
+
+    async def produce() -> Encoded:
         parts = await rows(runtime, block.key, block.start, block.stop)
         sliced = [part[:, block.dim_start : block.dim_stop] for part in parts]
         elements = block.shape[0] * block.shape[1]
         nbytes = elements * np.dtype(block.key.dtype).itemsize
-        inline = (
-            elements <= _INLINE_JSON_ELEMENTS if fmt == "json" else nbytes <= _INLINE_BINARY_BYTES
-        )
         encode = (
             functools.partial(_encode, fmt, fields, sliced, "data", gzip)
             if named is None
             else functools.partial(_encode_named, fmt, fields, named(sliced), gzip)
         )
-        headers, body = encode() if inline else await runtime.compute(elements, encode)
-    except BaseException:
-        if permits is not None:
-            permits.release()
-        raise
-    return Answer(headers, body, permits.release if permits is not None else None)
+        return await encoded(runtime, fmt, elements, nbytes, encode)
+
+    return await holding_permit(runtime, block.large, produce)
 
 
 def _encode(fmt: Format, fields: Mapping[str, Any], parts: Parts, key: str, gzip: bool) -> Encoded:

@@ -33,9 +33,11 @@ _NOT_NUMBERS: Final = {
 @functools.cache
 def _float16_texts() -> NDArray[np.object_]:
     """The shortest round-tripping text of every float16 bit pattern (orjson writes
-    float16 with float32 digits: ``0.8413086`` where ``0.8413`` is enough)."""
+    float16 with float32 digits: ``0.8413086`` where ``0.8413`` is enough); ``null`` for
+    infinities and NaN."""
     values = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
-    return np.array([str(v).encode() for v in values], dtype=object)
+    # JSON has no infinity or NaN: null, as orjson writes them for float32 and float64
+    return np.array([str(v).encode() if np.isfinite(v) else b"null" for v in values], dtype=object)
 
 
 def _float16_json(texts: NDArray[np.object_]) -> bytes:

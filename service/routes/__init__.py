@@ -2,11 +2,12 @@
 
 from fastapi import APIRouter
 
-from service.routes import explorer, ops, pictures, rotary, sinusoidal
+from service.routes import alibi, explorer, ops, pictures, rotary, sinusoidal
 
 ROUTERS: list[APIRouter] = [
     sinusoidal.router,
     rotary.router,
+    alibi.router,
     pictures.router,
     ops.router,
     explorer.router,

@@ -1,5 +1,5 @@
-"""The explorer: a static page (HTML, CSS, one script) that draws tables in the browser
-from the raw table endpoint. Nothing is fetched from another host."""
+"""The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi) that
+draws tables in the browser from the raw endpoints. Nothing is fetched from another host."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from service.web.responses import not_modified
 FILES: Final = Path(__file__).parent / "explorer_files"
 _ASSETS: Final = {
     "explorer.js": "text/javascript; charset=utf-8",
+    "rope.js": "text/javascript; charset=utf-8",
+    "alibi.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
 }
 # The page may talk to its own origin only: nothing is fetched from another host.
@@ -54,7 +56,7 @@ async def explorer(request: Request) -> Response:
 
 @router.get("/explorer/{name}", include_in_schema=False)
 async def explorer_asset(name: str, request: Request) -> Response:
-    """The explorer's script and style sheet."""
+    """The explorer's scripts and style sheet."""
     if name not in _ASSETS:
         raise HTTPException(404)
     return _static(request, name, _ASSETS[name])

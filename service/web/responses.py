@@ -78,6 +78,33 @@ def not_modified(request: Request, headers: dict[str, str]) -> Response | None:
     return None
 
 
+def table_headers(
+    request: Request,
+    fields: Mapping[str, Any],
+    explicit: Format | None,
+    chosen: Format,
+    elements: int,
+) -> tuple[dict[str, str], bool]:
+    """The headers of an immutable table-like answer of ``elements`` numbers in ``chosen``
+    (``explicit``: the format the query named): its strong ETag, ``immutable``, ``Vary``;
+    and whether it is gzipped (JSON, large enough, welcome)."""
+    raw = request.scope["headers"]
+    gzip = (
+        chosen == "json"
+        and elements >= handlers.GZIP_MIN_ELEMENTS
+        and accepts_gzip(combined(raw, b"accept-encoding"))
+    )
+    headers = {"etag": table_etag(fields, chosen, gzip), "cache-control": IMMUTABLE}
+    vary = [
+        name
+        for name, varies in [("Accept", explicit is None), ("Accept-Encoding", chosen == "json")]
+        if varies
+    ]
+    if vary:
+        headers["vary"] = ", ".join(vary)
+    return headers, gzip
+
+
 async def table_response(
     request: Request,
     runtime: Runtime,
@@ -94,19 +121,7 @@ async def table_response(
     chosen = fmt or negotiate(combined(raw, b"accept"), offered)
     handlers.check_table(runtime.limits, block, chosen, width_name)
     rows, cols = block.shape
-    gzip = (
-        chosen == "json"
-        and rows * cols >= handlers.GZIP_MIN_ELEMENTS
-        and accepts_gzip(combined(raw, b"accept-encoding"))
-    )
-    headers = {"etag": table_etag(fields, chosen, gzip), "cache-control": IMMUTABLE}
-    vary = [
-        name
-        for name, varies in [("Accept", fmt is None), ("Accept-Encoding", chosen == "json")]
-        if varies
-    ]
-    if vary:
-        headers["vary"] = ", ".join(vary)
+    headers, gzip = table_headers(request, fields, fmt, chosen, rows * cols)
     unchanged = not_modified(request, headers)
     if unchanged is not None:
         return unchanged

@@ -36,6 +36,13 @@ def test_json_floats_are_the_shortest_that_round_trip(dtype: str, text: bytes) -
     assert body == b'{"dtype":"' + dtype.encode() + b'","data":[[0.0],[' + text + b"]]}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_infinities_and_nan_are_null_at_every_dtype(dtype: str) -> None:
+    array = np.array([[-np.inf, 1.5, np.inf, np.nan]], dtype=dtype)
+    _, body = json.encode({}, [array])
+    assert orjson.loads(body) == {"data": [[None, 1.5, None, None]]}
+
+
 def significant_digits(text: str) -> str:
     mantissa = text.lower().split("e")[0].lstrip("-").replace(".", "")
     return mantissa.strip("0")

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import re
+from html.parser import HTMLParser
 
 import httpx
+import numpy as np
 import pytest
 
+from service.encodings import alibi, rotary, scalings
 from service.encodings.catalogue import PRESETS
-from tests.support import assert_problem
+from tests.support import assert_problem, load
+
+ROTARY = "/v1/encodings/rotary"
+SCRIPTS = ["explorer.js", "rope.js", "alibi.js"]
 
 
 def test_the_explorer_page_is_served_with_its_files(api: httpx.Client) -> None:
@@ -19,11 +26,14 @@ def test_the_explorer_page_is_served_with_its_files(api: httpx.Client) -> None:
     assert "default-src 'none'" in policy
     assert "connect-src 'self'" in policy
     links = re.findall(r'(?:src|href)="([^"]*)"', page.text)
-    assert "/explorer/explorer.js" in links
     assert "/explorer/explorer.css" in links
+    # every view's script, the view switch (explorer.js) first: the others use its helpers
+    scripts = re.findall(r'<script src="/explorer/([^"]+)" defer></script>', page.text)
+    assert scripts == SCRIPTS
     # nothing from another host: every address is on this origin or inline
     assert all(link.startswith(("/", "#", "data:")) for link in links), links
-    for name, kind in [("explorer.js", "text/javascript"), ("explorer.css", "text/css")]:
+    assets = [(name, "text/javascript") for name in SCRIPTS] + [("explorer.css", "text/css")]
+    for name, kind in assets:
         asset = api.get(f"/explorer/{name}")
         assert asset.status_code == 200
         assert asset.headers["content-type"].startswith(kind)
@@ -41,3 +51,180 @@ def test_only_the_explorer_files_are_served(api: httpx.Client, name: str) -> Non
 def test_the_preset_control_offers_every_preset(api: httpx.Client) -> None:
     control = api.get("/").text.split('id="preset"')[1].split("</select>")[0]
     assert re.findall(r'<option value="([^"]+)"', control) == list(PRESETS)
+
+
+class _Controls(HTMLParser):
+    """The page's form controls (input, select with its options) and labels, with their
+    attributes, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.controls: dict[str, dict[str, str | None]] = {}
+        self.options: dict[str, list[str]] = {}
+        self.labels: list[dict[str, str | None]] = []  # a label's attributes, and its control's id
+        self._select: str | None = None
+        self._label: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "label":
+            self._label = found
+            self.labels.append(found)
+        elif tag in ("input", "select") and found.get("id"):
+            self.controls[str(found["id"])] = found
+            if self._label is not None:
+                self._label["control"] = found["id"]
+            if tag == "select":
+                self._select = found["id"]
+                self.options[str(found["id"])] = []
+        elif tag == "option" and self._select:
+            self.options[self._select].append(str(found["value"]))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "label":
+            self._label = None
+
+
+def _controls(api: httpx.Client) -> _Controls:
+    page = _Controls()
+    page.feed(api.get("/").text)
+    return page
+
+
+def test_the_page_has_a_view_each_for_sinusoidal_rope_and_alibi(api: httpx.Client) -> None:
+    text = api.get("/").text
+    tabs = re.findall(r'<a href="([^"]+)" data-view="([^"]+)">', text)
+    assert tabs == [("/", "sinusoidal"), ("/?view=rope", "rope"), ("/?view=alibi", "alibi")]
+    for view in ("sinusoidal", "rope", "alibi"):
+        assert f'id="{view}-view"' in text
+    # only the sinusoidal view shows before the script runs; the others are hidden
+    assert re.search(r'id="rope-view"[^>]*\shidden', text)
+    assert re.search(r'id="alibi-view"[^>]*\shidden', text)
+    assert not re.search(r'id="sinusoidal-view"[^>]*\shidden', text)
+    # each view shows the service's problems in a place of its own, as the sinusoidal one
+    for view in ("rope", "alibi"):
+        assert f'id="{view}-problem" class="problem" role="alert" hidden' in text
+        assert f'id="{view}-status"' in text
+
+
+def test_the_rope_controls_offer_what_the_service_takes(api: httpx.Client) -> None:
+    page = _controls(api)
+    assert page.options["rope-scaling"] == list(scalings.SCALINGS)
+    assert page.options["rope-convention"] == list(rotary.CONVENTIONS)
+    assert page.options["rope-rounding"] == list(rotary.ROUNDINGS)
+    # a scaling's parameter is shown (and sent) with exactly the scalings that take it, so
+    # the page never sends a parameter the chosen scaling would refuse (422)
+    shown = {
+        str(page.controls[str(label["control"])]["name"]): str(label["data-scalings"]).split()
+        for label in page.labels
+        if label.get("data-scalings")
+    }
+    takes = {
+        name: [s for s in scalings.SCALINGS if name in scalings.PARAMETERS[s]]
+        for name in scalings.ALL_PARAMETERS
+    }
+    assert shown == takes
+    for name in shown:
+        assert page.controls[f"rope-{name}"]["name"] == name
+
+
+def test_the_alibi_controls_offer_every_form(api: httpx.Client) -> None:
+    page = _controls(api)
+    assert page.options["alibi-form"] == list(alibi.FORMS)
+    for name in ("num_heads", "max_len", "key_len"):
+        assert page.controls[f"alibi-{name}"]["name"] == name
+
+
+def test_the_views_ask_for_raw_answers_from_their_endpoints(api: httpx.Client) -> None:
+    rope = api.get("/explorer/rope.js").text
+    alibi = api.get("/explorer/alibi.js").text
+    assert f'"{ROTARY}"' in rope
+    assert '"/v1/biases/alibi/slopes"' in alibi
+    assert '"/v1/biases/alibi"' in alibi
+    for script in (rope, alibi):
+        assert 'format: "raw"' in script
+        assert '"json"' not in script  # binary answers only, as the sinusoidal view
+        assert "window.explorer" in script  # the helpers of explorer.js, not copies
+
+
+def _page_query(page: _Controls, scaling: str) -> dict[str, str]:
+    """The query the RoPE view sends for ``scaling`` with the page's own defaults: the basic
+    controls, and the non-blank parameters the scaling takes (blank ones filled by
+    ``data-fill``; a short list of factors spread over the pairs, as rope.js spreads it)."""
+    query = {
+        name: str(page.controls[f"rope-{name}"].get("value") or "")
+        for name in ("max_len", "head_dim", "base", "partial_rotary_factor")
+    }
+    query |= {"convention": "half", "rounding": "library", "scaling": scaling}
+    pairs = int(int(query["head_dim"]) * float(query["partial_rotary_factor"])) // 2
+    for name in scalings.PARAMETERS[scaling]:  # type: ignore[index]
+        control = page.controls[f"rope-{name}"]
+        value = str(control.get("value") or "")
+        fills = dict(item.split("=") for item in str(control.get("data-fill") or "").split())
+        value = value or fills.get(scaling, "")
+        if name in ("short_factor", "long_factor"):
+            given = [float(v) for v in re.split(r"[\s,]+", value) if v]
+            spread = np.interp(np.linspace(0, len(given) - 1, pairs), range(len(given)), given)
+            value = ",".join(f"{v:.6g}" for v in spread)
+        if value:
+            query[name] = value
+    return query
+
+
+@pytest.mark.parametrize("scaling", scalings.SCALINGS)
+def test_the_rope_views_defaults_and_readings_hold_for_every_scaling(
+    api: httpx.Client, scaling: str
+) -> None:
+    """The service takes the page's defaults for every scaling, and the raw answers read as
+    rope.js reads them: (2, rows, r), cos first; pair k in column k (half) or 2k
+    (interleaved); its inverse frequency, the angle at position 1, in (0, pi); the attention
+    factor sqrt(cos^2 + sin^2) at position 0, as the JSON answer reports it."""
+    query = _page_query(_controls(api), scaling)
+    readings = []
+    for convention in rotary.CONVENTIONS:
+        first = {**query, "convention": convention, "start": "0", "stop": "2", "format": "raw"}
+        answer = api.get(ROTARY, params=first)
+        assert answer.status_code == 200, answer.text
+        r = int(int(query["head_dim"]) * float(query["partial_rotary_factor"]))
+        assert answer.headers["x-shape"] == f"2,2,{r}"
+        assert answer.headers["x-dtype"] == "float32"
+        cos, sin = load(answer).astype(np.float64)
+        columns = np.arange(r // 2) * (2 if convention == "interleaved" else 1)
+        inverse = np.arctan2(sin[1, columns], cos[1, columns])
+        assert np.all((inverse > 0) & (inverse < math.pi))
+        factor = math.hypot(cos[0, 0], sin[0, 0])
+        document = api.get(ROTARY, params={**first, "format": "json"}).json()
+        assert np.float32(factor) == np.float32(document["attention_factor"])
+        readings.append(inverse)
+    np.testing.assert_allclose(readings[0], readings[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("form", alibi.FORMS)
+def test_the_alibi_views_defaults_and_readings_hold_for_every_form(
+    api: httpx.Client, form: str
+) -> None:
+    """The service takes the page's defaults, and the raw answers read as alibi.js reads
+    them: slopes (H,), the bias (H, max_len, key_len) with -inf where masked, one slope per
+    head along each row."""
+    page = _controls(api)
+    heads, max_len = (
+        int(str(page.controls[f"alibi-{n}"]["value"])) for n in ("num_heads", "max_len")
+    )
+    query: dict[str, str | int] = {"num_heads": heads, "max_len": max_len, "form": form}
+    slopes = api.get("/v1/biases/alibi/slopes", params={"num_heads": heads, "format": "raw"})
+    assert slopes.status_code == 200, slopes.text
+    assert (slopes.headers["x-shape"], slopes.headers["x-dtype"]) == (str(heads), "float32")
+    answer = api.get("/v1/biases/alibi", params={**query, "format": "raw"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-shape"] == f"{heads},{max_len},{max_len}"
+    assert answer.headers["x-dtype"] == "float32"
+    bias, m = load(answer), load(slopes)
+    later = np.triu(np.ones((max_len, max_len), dtype=bool), 1)
+    masked = np.isneginf(bias)
+    assert np.all(masked == (later if form != "symmetric" else False))
+    assert np.all(np.isfinite(bias[~masked]))
+    # the last query sees every key; in every form its bias grows by the slope per key
+    steps = np.diff(bias[:, -1, :].astype(np.float64), axis=1)
+    np.testing.assert_allclose(steps, np.repeat(m[:, None], max_len - 1, axis=1), rtol=1e-6)

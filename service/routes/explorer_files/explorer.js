@@ -1,5 +1,7 @@
 // The explorer: fetches a table from the service's raw endpoint (little-endian float32 with
 // X-Shape) and draws it three ways on canvases. No libraries, no build step, no other host.
+// This script is the sinusoidal view and the switch between views; it lends its helpers to
+// the other views (rope.js, alibi.js) as `window.explorer`, and starts once they registered.
 "use strict";
 
 (() => {
@@ -27,6 +29,8 @@
   let presets = null; // name -> {base, layout}: whether the preset takes them (/v1/presets)
   let generation = 0;
   let pending = null;
+  const views = {}; // name -> {show()}: the sinusoidal view, and those rope.js, alibi.js add
+  let active = "sinusoidal";
 
   // --- numbers -----------------------------------------------------------------------
 
@@ -130,12 +134,14 @@
 
   function restoreFromAddress() {
     const search = new URLSearchParams(location.search);
+    if ((search.get("view") || "sinusoidal") !== "sinusoidal") return;
     for (const name of [...PARAMS, "dims", "position"]) {
       if (search.has(name)) $(name).value = search.get(name);
     }
   }
 
   function rememberInAddress(params) {
+    if (active !== "sinusoidal") return; // the address is the view's on show
     const search = new URLSearchParams(query(params));
     search.set("dims", $("dims").value);
     search.set("position", $("position").value);
@@ -261,24 +267,26 @@
     ctx.font = `${11 * ratio}px system-ui, "DejaVu Sans", sans-serif`;
     ctx.textAlign = "center";
     ctx.textBaseline = "top";
-    for (const t of niceTicks(x.low, x.high, Math.max(2, plot.w / (80 * ratio)))) {
+    const xTicks = x.ticks || niceTicks(x.low, x.high, Math.max(2, plot.w / (80 * ratio)));
+    for (const t of xTicks) {
       const px = plot.x + x.at(t);
       ctx.beginPath();
       ctx.moveTo(px, plot.y + plot.h);
       ctx.lineTo(px, plot.y + plot.h + 4 * ratio);
       ctx.stroke();
-      ctx.fillText(tickText(t), px, plot.y + plot.h + 6 * ratio);
+      ctx.fillText((x.text || tickText)(t), px, plot.y + plot.h + 6 * ratio);
     }
     ctx.fillText(x.label, plot.x + plot.w / 2, plot.y + plot.h + 22 * ratio);
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
-    for (const t of niceTicks(y.low, y.high, Math.max(2, plot.h / (40 * ratio)))) {
+    const yTicks = y.ticks || niceTicks(y.low, y.high, Math.max(2, plot.h / (40 * ratio)));
+    for (const t of yTicks) {
       const py = plot.y + y.at(t);
       ctx.beginPath();
       ctx.moveTo(plot.x - 4 * ratio, py);
       ctx.lineTo(plot.x, py);
       ctx.stroke();
-      ctx.fillText(tickText(t), plot.x - 6 * ratio, py);
+      ctx.fillText((y.text || tickText)(t), plot.x - 6 * ratio, py);
     }
     ctx.translate(12 * ratio, plot.y + plot.h / 2);
     ctx.rotate(-Math.PI / 2);
@@ -552,8 +560,11 @@
   async function copyCurl(event) {
     event.preventDefault();
     if (!current) return;
-    const text = curlCommand(current.params);
-    const link = event.currentTarget;
+    await copyText(event.currentTarget, curlCommand(current.params));
+  }
+
+  /** Copies ``text`` and says so on ``link`` for two seconds. */
+  async function copyText(link, text) {
     try {
       await navigator.clipboard.writeText(text);
     } catch {
@@ -604,9 +615,48 @@
     $("similarity").addEventListener("mousemove", onSimilarity);
     for (const id of ["heatmap", "waves", "similarity"]) $(id).addEventListener("mouseleave", hide);
     $("copy-curl").addEventListener("click", copyCurl);
-    window.addEventListener("resize", debounce(() => current && drawAll(), 150));
-    load();
+    window.addEventListener("resize", debounce(() => current && active === "sinusoidal" && drawAll(), 150));
+    for (const tab of document.querySelectorAll("#views a[data-view]")) {
+      tab.addEventListener("click", (event) => {
+        event.preventDefault();
+        showView(tab.dataset.view);
+      });
+    }
+    showView(new URLSearchParams(location.search).get("view") || "sinusoidal");
   }
 
-  start();
+  // --- views --------------------------------------------------------------------------
+
+  function showSinusoidal() {
+    if (!current) {
+      load();
+      return;
+    }
+    drawAll(); // canvases drawn while hidden have no size
+    rememberInAddress(current.params);
+  }
+
+  /** Shows one view, hides the others; the view draws itself and takes the address. */
+  function showView(name) {
+    active = Object.hasOwn(views, name) ? name : "sinusoidal";
+    for (const view of Object.keys(views)) $(`${view}-view`).hidden = view !== active;
+    for (const tab of document.querySelectorAll("#views a[data-view]")) {
+      tab.setAttribute("aria-current", tab.dataset.view === active ? "page" : "false");
+    }
+    hide();
+    views[active].show();
+  }
+
+  views.sinusoidal = { show: showSinusoidal };
+  window.explorer = {
+    $, shortest, niceTicks, tickText, colormap, problemOf, decode, surface, axes, trace,
+    show, hide, debounce, copyText, LINES, MAX_ENTRIES,
+    /** Adds a view: ``view.show()`` draws it (fetching what it needs) and sets the address. */
+    register(name, view) {
+      views[name] = view;
+    },
+    isActive: (name) => active === name,
+  };
+  // deferred scripts run in order before DOMContentLoaded: by then every view registered
+  document.addEventListener("DOMContentLoaded", start);
 })();
