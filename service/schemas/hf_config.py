@@ -101,9 +101,14 @@ def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
             query[name] = value
     if "max_position_embeddings" in takes and mpe is not None:
         query["max_position_embeddings"] = mpe
-    original = config.get("original_max_position_embeddings")
-    if "original_max_position_embeddings" in takes and original is not None:
-        query.setdefault("original_max_position_embeddings", original)
+    if "original_max_position_embeddings" in takes:
+        # as transformers' standardize_rope_params: a top-level value wins (Phi-3 keeps the
+        # pretraining length there), then the rope dict's, then max_position_embeddings
+        original = config.get("original_max_position_embeddings")
+        if original is not None:
+            query["original_max_position_embeddings"] = original
+        elif query.get("original_max_position_embeddings") is None and mpe is not None:
+            query["original_max_position_embeddings"] = mpe
     if mpe is not None:
         query["max_len"] = mpe
     return {key: value for key, value in query.items() if value is not None}
