@@ -46,13 +46,22 @@ def check_batch(
         raise InvalidInput("embeddings", f"is empty: shape {embeddings.shape}")
     if position_ids is None:
         return None
+    return check_positions(
+        position_ids, embeddings.shape, [embeddings.shape[-2:-1], embeddings.shape[:-1]]
+    )
+
+
+def check_positions(
+    position_ids: NDArray[Any], shape: tuple[int, ...], allowed: list[tuple[int, ...]]
+) -> NDArray[np.int64]:
+    """``position_ids`` of a batch of ``shape`` as ``int64``: integers, of one of the
+    ``allowed`` shapes, non-negative; else an :class:`InvalidInput` naming them."""
     if position_ids.dtype.kind not in "iu":
         raise InvalidInput("position_ids", f"must be integers, not {position_ids.dtype}")
-    allowed = [embeddings.shape[-2:-1], embeddings.shape[:-1]]
     if position_ids.shape not in allowed:
         raise InvalidInput(
             "position_ids",
-            f"has shape {position_ids.shape}; embeddings of shape {embeddings.shape} "
+            f"has shape {position_ids.shape}; embeddings of shape {shape} "
             f"need {' or '.join(map(str, dict.fromkeys(allowed)))}",
         )
     if position_ids.dtype.kind == "i" and position_ids.min() < 0:

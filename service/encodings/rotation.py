@@ -18,7 +18,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings.additive import compute_dtype
+from service.encodings.additive import check_positions, compute_dtype
 from service.encodings.registry import DType, joined
 from service.errors import InvalidInput, InvalidParameter
 
@@ -46,22 +46,10 @@ def check_batch(
         raise InvalidInput("embeddings", f"is empty: shape {queries.shape}")
     if position_ids is None:
         return None
-    if position_ids.dtype.kind not in "iu":
-        raise InvalidInput("position_ids", f"must be integers, not {position_ids.dtype}")
-    allowed = [queries.shape[-2:-1]] + (
-        [(queries.shape[0], queries.shape[-2])] if queries.ndim > 2 else []
-    )
-    if position_ids.shape not in allowed:
-        raise InvalidInput(
-            "position_ids",
-            f"has shape {position_ids.shape}; a batch of shape {queries.shape} needs "
-            f"{' or '.join(map(str, dict.fromkeys(allowed)))}",
-        )
-    if position_ids.dtype.kind == "i" and position_ids.min() < 0:
-        raise InvalidInput("position_ids", "must be non-negative")
-    if int(position_ids.max()) > np.iinfo(np.int64).max:
-        raise InvalidInput("position_ids", "are too large")
-    return position_ids.astype(np.int64, copy=False)
+    allowed = [queries.shape[-2:-1]]
+    if queries.ndim > 2:
+        allowed.append((queries.shape[0], queries.shape[-2]))
+    return check_positions(position_ids, queries.shape, allowed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service import handlers
-from service.codecs.types import FORMATS, Format
+from service.codecs.types import Format
 from service.encodings import rotary
 from service.encodings.registry import DType
 from service.encodings.rotation import Rotation
@@ -24,9 +24,8 @@ from service.settings import POSITION_CEILING
 from service.web import openapi
 from service.web.bodies import body_format, read_body
 from service.web.deps import RuntimeDep
-from service.web.disconnect import unless_gone
-from service.web.negotiation import accepts_gzip, combined, negotiate
-from service.web.responses import respond, table_response
+from service.web.negotiation import combined
+from service.web.responses import apply_response, table_response
 
 PATH: Final = "/v1/encodings/rotary"
 _MAX_LOCATION: Final = 8192
@@ -158,16 +157,7 @@ async def apply(
     query: Annotated[RotaryApplyQuery, Query()], request: Request, runtime: RuntimeDep
 ) -> Response:
     """Queries or keys (..., L, head_dim) rotated by their positions' angles."""
-    raw = request.scope["headers"]
-    kind = body_format(combined(raw, b"content-type"))
-    offered = (kind, *(fmt for fmt in FORMATS if fmt != kind))
-    fmt = query.format or negotiate(combined(raw, b"accept"), offered)
-    gzip = fmt == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
-    limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
-    body = await read_body(request, limit, idle_timeout=idle)
     kernel = Rotation(query.convention)
-    plan = handlers.Apply(kind, fmt, gzip, kernel, query.key, query.offset, query.max_len)
-    answer = await unless_gone(
-        request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
+    return await apply_response(
+        request, runtime, query.format, kernel, query.key, query.offset, query.max_len
     )
-    return respond(runtime, answer, {"cache-control": "no-store"})

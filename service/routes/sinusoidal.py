@@ -7,18 +7,14 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers
-from service.codecs.types import FORMATS
 from service.encodings.additive import Additive
 from service.encodings.catalogue import PRESETS
 from service.schemas.common import ApplyDocument
 from service.schemas.presets import PresetsDocument, document
 from service.schemas.sinusoidal import ApplyQuery, TableDocument, TableQuery
 from service.web import openapi
-from service.web.bodies import body_format, read_body
 from service.web.deps import RuntimeDep
-from service.web.disconnect import unless_gone
-from service.web.negotiation import accepts_gzip, combined, negotiate
-from service.web.responses import respond, table_response
+from service.web.responses import apply_response, table_response
 
 PATH: Final = "/v1/encodings/sinusoidal"
 router = APIRouter()
@@ -65,27 +61,10 @@ async def apply(
     query: Annotated[ApplyQuery, Query()], request: Request, runtime: RuntimeDep
 ) -> Response:
     """X * scale + PE[positions] for a posted embedding batch."""
-    raw = request.scope["headers"]
-    kind = body_format(combined(raw, b"content-type"))
-    offered = (kind, *(fmt for fmt in FORMATS if fmt != kind))
-    fmt = query.format or negotiate(combined(raw, b"accept"), offered)
-    gzip = fmt == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
-    limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
-    body = await read_body(request, limit, idle_timeout=idle)
-    plan = handlers.Apply(
-        kind,
-        fmt,
-        gzip,
-        Additive(query.embedding_scale()),
-        query.key,
-        query.first_row(),
-        query.max_len,
+    kernel = Additive(query.embedding_scale())
+    return await apply_response(
+        request, runtime, query.format, kernel, query.key, query.first_row(), query.max_len
     )
-    # about four bytes a number in every body format: its size says which lane
-    answer = await unless_gone(
-        request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
-    )
-    return respond(runtime, answer, {"cache-control": "no-store"})
 
 
 @router.get(

@@ -12,8 +12,10 @@ from starlette.types import Receive, Scope, Send
 
 from service import handlers
 from service.codecs.types import FORMATS, TABLE_FORMATS, Format
+from service.encodings.registry import DType, Key
 from service.pacing import PATIENCE
 from service.runtime import Runtime
+from service.web.bodies import body_format, read_body
 from service.web.conditional import IMMUTABLE, fields_etag, matches
 from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
@@ -129,3 +131,30 @@ async def table_response(
         request, lambda: handlers.table(runtime, block, fields, chosen, gzip, named)
     )
     return respond(runtime, answer, headers)
+
+
+async def apply_response(
+    request: Request,
+    runtime: Runtime,
+    fmt: Format | None,
+    kernel: handlers.Kernel,
+    key: Callable[[int, DType], Key],
+    offset: int,
+    max_len: int | None,
+) -> Response:
+    """The whole of an apply request: the body's format (``Content-Type``), the answer's
+    (``fmt``, else ``Accept``, else the body's), the body read within its limits, and the
+    kernel run on it in a worker thread, cancelled if the client leaves."""
+    raw = request.scope["headers"]
+    kind = body_format(combined(raw, b"content-type"))
+    offered = (kind, *(other for other in FORMATS if other != kind))
+    chosen = fmt or negotiate(combined(raw, b"accept"), offered)
+    gzip = chosen == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
+    limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
+    body = await read_body(request, limit, idle_timeout=idle)
+    plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len)
+    # about four bytes a number in every body format: its size says which lane
+    answer = await unless_gone(
+        request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
+    )
+    return respond(runtime, answer, {"cache-control": "no-store"})
