@@ -305,3 +305,25 @@ def test_the_explorer_draws_a_presets_table(visit: Visit) -> None:
     assert not [u for u in visit.requests if "base=" in u and "preset=" in u]
     assert visit.off_host == []
     assert visit.errors == []
+
+
+def test_the_explorer_draws_the_rope_and_alibi_views(visit: Visit) -> None:
+    """The RoPE view draws the angles and the wavelengths of the table the service serves,
+    for a scaling chosen in the page; the ALiBi view draws the bias of every head."""
+    page = visit.page
+    page.goto(visit.url + "/?view=rope")
+    page.wait_for_selector('#rope-view[data-state="ready"]')
+    assert visit.distinct_colours("rope-angles") > 50
+    assert visit.distinct_colours("rope-wavelengths") > 2
+    page.select_option("#rope-scaling", "llama3")
+    page.wait_for_selector('#rope-view[data-state="ready"][data-params*="scaling=llama3"]')
+    assert "scaling=llama3" in page.url
+    assert any("/v1/encodings/rotary?" in u and "scaling=llama3" in u for u in visit.requests)
+    page.goto(visit.url + "/?view=alibi")
+    page.wait_for_selector('#alibi-view[data-state="ready"]')
+    assert visit.distinct_colours("alibi-bias") > 20
+    assert visit.distinct_colours("alibi-heads") > 20
+    page.select_option("#alibi-form", "symmetric")
+    page.wait_for_selector('#alibi-view[data-state="ready"][data-params*="form=symmetric"]')
+    assert visit.off_host == []
+    assert visit.errors == []
