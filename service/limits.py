@@ -16,6 +16,7 @@ class Limits:
     elements: Limit
     json_elements: Limit
     body_bytes: Limit
+    config_bytes: Limit
     position: Limit
     width: Limit
     image_width: Limit
@@ -27,6 +28,7 @@ class Limits:
             elements=Limit(settings.max_elements, "PE_MAX_ELEMENTS"),
             json_elements=Limit(settings.max_json_elements, "PE_MAX_JSON_ELEMENTS"),
             body_bytes=Limit(settings.max_body_bytes, "PE_MAX_BODY_BYTES"),
+            config_bytes=Limit(settings.max_config_bytes, "PE_MAX_CONFIG_BYTES"),
             position=Limit(settings.max_position, "PE_MAX_POSITION"),
             width=Limit(settings.max_width, "PE_MAX_WIDTH"),
             image_width=Limit(settings.max_image_width, "PE_MAX_IMAGE_WIDTH"),

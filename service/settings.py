@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     max_elements: int = Field(1 << 26, ge=1)
     max_json_elements: int = Field(1 << 21, ge=1)
     max_body_bytes: int = Field(64 * MiB, ge=1)
+    # a model's config.json, posted to the rotary from-config endpoint (they are a few KiB)
+    max_config_bytes: int = Field(1 * MiB, ge=1)
     max_position: int = Field(POSITION_CEILING, ge=0, le=POSITION_CEILING)
     # the widest row (d_model, a batch's last axis): real models stay far below 65,536
     max_width: int = Field(1 << 16, ge=1)

@@ -66,8 +66,15 @@ def _dynamic_base(base: float, rotary_dim: int, values: Mapping[str, Any]) -> fl
 
 
 def frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> Float32Array:
-    """The float32 inverse frequencies transformers computes for the scaling."""
-    values = dict(params)
+    """The float32 inverse frequencies transformers computes for the scaling (parameters at
+    the edge of their domain may make some 0, infinite or NaN: :func:`.rotary.check`)."""
+    with np.errstate(all="ignore"):
+        return _frequencies(scaling, base, rotary_dim, dict(params))
+
+
+def _frequencies(
+    scaling: Scaling, base: float, rotary_dim: int, values: Mapping[str, Any]
+) -> Float32Array:
     if scaling == "none":
         return _default(base, rotary_dim)
     if scaling == "linear":

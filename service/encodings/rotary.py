@@ -37,6 +37,7 @@ ROUNDINGS: Final[tuple[Rounding, ...]] = get_args(Rounding)
 DEFAULT_BASE: Final = 10000.0
 MAX_HEAD_DIM: Final = 16384
 _CHUNK_ELEMENTS: Final = 1 << 16
+_SCALED_CHUNK_ELEMENTS: Final = 1 << 20  # float64 temporaries of 16 MiB, filled on every core
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,25 @@ def library_frequencies(key: RotaryKey) -> NDArray[np.float32]:
     return _rope_library.frequencies(key.scaling, key.base, key.rotary_dim, key.params)
 
 
+def check(key: RotaryKey, max_len: int) -> None:
+    """That the key's inverse frequencies, and its angles up to position ``max_len - 1``,
+    are finite and positive in its arithmetic (scaling parameters at the edge of their
+    domain could make them 0, infinite or NaN)."""
+    if key.rounding == "library":
+        inverse = library_frequencies(key).astype(np.float64)
+        last = float(np.float32(max_len - 1) * np.float32(inverse.max()))
+    else:
+        inverse = frequencies(key)[0]
+        last = (max_len - 1) * float(inverse.max())
+    if not (np.all(np.isfinite(inverse)) and np.all(inverse > 0) and math.isfinite(last)):
+        named = ", ".join(name for name, _ in key.params) or "base"
+        raise InvalidParameter(
+            "scaling",
+            f"scaling={key.scaling} with these parameters ({named}) gives inverse frequencies "
+            f"or angles that are not finite and positive in {key.rounding} arithmetic",
+        )
+
+
 def halves(key: RotaryKey, out: Rows) -> tuple[Rows, Rows]:
     """The cos and sin halves of rows of the key's table."""
     return out[:, : key.rotary_dim], out[:, key.rotary_dim :]
@@ -164,13 +184,33 @@ def fill(key: RotaryKey, start: int, out: Sequence[Rows]) -> None:
         _exact.fill(start, w_hi, w_lo, targets)
     first = start
     for part in out:
-        if not _direct(key):
+        if key.rounding == "exact" and not _direct(key):
+            _fill_scaled(key, first, part)
+        elif not _direct(key):
             positions = np.arange(first, first + len(part), dtype=np.int64)
             spans = _exact.row_spans(len(part), key.rotary_dim)
             jobs = [functools.partial(_write, key, positions[a:b], part[a:b]) for a, b in spans]
             _exact.in_parallel(jobs)
         _mirror(key, part)
         first += len(part)
+
+
+def _fill_scaled(key: RotaryKey, start: int, part: Rows) -> None:
+    """Exact angles times the attention factor: chunks of rows filled in float64 by the
+    blocked path (the bits :func:`_write` gives), each entry then scaled and rounded once."""
+    w_hi, w_lo = frequencies(key)
+    cos_half, sin_half = halves(key, part)
+    cos_out, sin_out = _first(key, cos_half), _first(key, sin_half)
+    attention = key.attention
+    rows = max(1, _SCALED_CHUNK_ELEMENTS // key.pairs)
+    for first in range(0, len(part), rows):
+        count = min(rows, len(part) - first)
+        s, c = np.empty((count, key.pairs)), np.empty((count, key.pairs))
+        _exact.fill(start + first, w_hi, w_lo, [(s, c)])
+        c *= attention
+        s *= attention
+        cos_out[first : first + count] = c
+        sin_out[first : first + count] = s
 
 
 def take(key: RotaryKey, positions: NDArray[np.int64]) -> Rows:

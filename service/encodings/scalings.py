@@ -177,8 +177,13 @@ def _yarn(given: Mapping[str, Any], rotary_dim: int) -> Params:
     attention = given.get("attention_factor")
     if attention is None:
         m, m_all = given.get("mscale"), given.get("mscale_all_dim")
-        attention = mscale(factor, m) / mscale(factor, m_all) if m and m_all else mscale(factor)
-    return (
+        if m and m_all:
+            if mscale(factor, m_all) == 0:
+                raise InvalidParameter("mscale_all_dim", "makes the attention factor divide by 0")
+            attention = mscale(factor, m) / mscale(factor, m_all)
+        else:
+            attention = mscale(factor)
+    params = (
         ("factor", factor),
         ("original_max_position_embeddings", original),
         ("beta_fast", float(given.get("beta_fast") or 32)),
@@ -186,6 +191,8 @@ def _yarn(given: Mapping[str, Any], rotary_dim: int) -> Params:
         ("truncate", bool(given.get("truncate", True))),
         ("attention_factor", _attention(attention)),
     )
+    yarn_range(rotary_dim, 2.0, dict(params))  # raises if not finite, for every base
+    return params
 
 
 def _longrope(given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params:
@@ -203,6 +210,11 @@ def _longrope(given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params
     attention = given.get("attention_factor")
     if attention is None:
         factor = _factor(given, "longrope")
+        if factor > 1 and original == 1:
+            raise InvalidParameter(
+                "original_max_position_embeddings",
+                "must be at least 2 to derive the attention factor (or give attention_factor)",
+            )
         attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
     chosen = factors["long_factor" if max_len > original else "short_factor"]
     return (
@@ -224,6 +236,9 @@ def yarn_range(rotary_dim: int, base: float, params: Mapping[str, Any]) -> tuple
         return (rotary_dim * math.log(wavelengths)) / (2 * math.log(base))
 
     low, high = dim(params["beta_fast"]), dim(params["beta_slow"])
+    for name, value in [("beta_fast", low), ("beta_slow", high)]:
+        if not math.isfinite(value):
+            raise InvalidParameter(name, "gives a correction range that is not finite")
     if params["truncate"]:
         low, high = math.floor(low), math.ceil(high)
     return max(low, 0), min(high, rotary_dim - 1)

@@ -110,36 +110,47 @@ async def from_config(
     if body_format(combined(raw, b"content-type")) != "json":
         raise InvalidParameter("content-type", "the config is JSON: application/json")
     body = await read_body(
-        request, runtime.limits.body_bytes, idle_timeout=runtime.settings.body_timeout
+        request,
+        runtime.limits.config_bytes,
+        idle_timeout=runtime.settings.body_timeout,
+        min_rate=runtime.settings.min_read_rate,
     )
+    config = await runtime.compute(len(body), _parse, body)  # off the event loop
+    given = rotary_query(config)
+    asked = query.model_dump(exclude_none=True)
+    given.update(asked)
+    if "max_len" not in given:
+        raise InvalidParameter("max_len", "the config has no max_position_embeddings: give max_len")
+    try:
+        table_query = RotaryTableQuery.model_validate(given)
+        key = table_query.key()
+    except ValidationError as exc:
+        errors: list[Any] = [
+            {**e, "loc": ("query" if e["loc"][0] in asked else "body", *e["loc"])}
+            for e in exc.errors(include_url=False)
+        ]
+        raise RequestValidationError(errors) from None
+    except InvalidParameter as exc:
+        if isinstance(exc, InvalidInput) or exc.name in asked:
+            raise
+        raise InvalidInput(
+            exc.name, exc.extensions["errors"][0]["detail"]
+        ) from None  # the config's
+    response = await _table(request, runtime, table_query, key)
+    location = f"{PATH}?{urllib.parse.urlencode(given)}"
+    if len(location) <= _MAX_LOCATION:  # longrope's factors can make it too long for a header
+        response.headers["content-location"] = location
+    return response
+
+
+def _parse(body: bytes | bytearray) -> dict[str, Any]:
     try:
         config = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise MalformedBody(f"the config is not JSON: {exc}") from None
     if not isinstance(config, dict):
         raise InvalidInput("body", "the config must be a JSON object")
-    given = rotary_query(config)
-    given.update(query.model_dump(exclude_none=True))
-    if "max_len" not in given:
-        raise InvalidParameter("max_len", "the config has no max_position_embeddings: give max_len")
-    try:
-        table_query = RotaryTableQuery.model_validate(given)
-    except ValidationError as exc:
-        errors: list[Any] = [
-            {**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)
-        ]
-        raise RequestValidationError(errors) from None
-    try:
-        key = table_query.key()
-    except InvalidInput:
-        raise
-    except InvalidParameter as exc:  # a value the config gave
-        raise InvalidInput(exc.name, exc.extensions["errors"][0]["detail"]) from None
-    response = await _table(request, runtime, table_query, key)
-    location = f"{PATH}?{urllib.parse.urlencode(given)}"
-    if len(location) <= _MAX_LOCATION:  # longrope's factors can make it too long for a header
-        response.headers["content-location"] = location
-    return response
+    return config
 
 
 @router.post(

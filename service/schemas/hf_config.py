@@ -21,9 +21,56 @@ ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
     "longrope": "longrope",
     "llama3": "llama3",
 }
-# keys of a rope dict that are not a scaling's parameters
 _LISTS: Final = {"short_factor", "long_factor"}
-_GENERAL: Final = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
+_INTEGERS: Final = {
+    "max_position_embeddings",
+    "original_max_position_embeddings",
+    "seq_len",
+    "head_dim",
+    "qk_rope_head_dim",
+    "hidden_size",
+    "num_attention_heads",
+}
+_BOOLEANS: Final = {"truncate"}
+_KINDS: Final = {"rope_type", "type"}
+
+
+def _typed(where: str, name: str, value: Any) -> Any:
+    """``value`` if it has the type the field ``name`` takes in transformers' configs (an
+    integer, a boolean, a list of numbers, else a number), else an :class:`InvalidInput`
+    naming ``where``: no strings read as numbers, no booleans as numbers."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name in _INTEGERS:
+        ok = number and isinstance(value, int)
+    elif name in _BOOLEANS:
+        ok = isinstance(value, bool)
+    elif name in _LISTS:
+        ok = isinstance(value, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+        )
+    elif name in _KINDS:
+        ok = isinstance(value, str)
+    else:
+        ok = number
+    if not ok:
+        kind = (
+            "an integer"
+            if name in _INTEGERS
+            else "true or false"
+            if name in _BOOLEANS
+            else "a list of numbers"
+            if name in _LISTS
+            else "a string"
+            if name in _KINDS
+            else "a number"
+        )
+        raise InvalidInput(where, f"must be {kind}, not {type(value).__name__}")
+    return value
+
+
+def _field(config: Mapping[str, Any], where: str, name: str) -> Any:
+    value = config.get(name)
+    return None if value is None else _typed(f"{where}{name}", name, value)
 
 
 def _rope_dict(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
@@ -34,7 +81,7 @@ def _rope_dict(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
         if not isinstance(value, Mapping):
             raise InvalidInput(name, "must be an object")
         nested = [key for key, item in value.items() if isinstance(item, Mapping)]
-        if nested:
+        if nested and not _KINDS & value.keys():
             raise InvalidInput(
                 name,
                 f"holds parameters per layer type ({', '.join(map(str, nested))}): post one "
@@ -46,69 +93,70 @@ def _rope_dict(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
 
 def _head_dim(config: Mapping[str, Any]) -> int:
     # DeepSeek's rotary part of a head is its own width (transformers sets head_dim to it)
-    head_dim = config.get("qk_rope_head_dim", config.get("head_dim"))
+    head_dim = _field(config, "", "qk_rope_head_dim") or _field(config, "", "head_dim")
     if head_dim is None:
-        hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
-        if not (isinstance(hidden, int) and isinstance(heads, int) and heads > 0):
+        hidden = _field(config, "", "hidden_size")
+        heads = _field(config, "", "num_attention_heads")
+        if hidden is None or not heads:
             raise InvalidInput(
                 "head_dim", "the config needs head_dim, or hidden_size and num_attention_heads"
             )
         head_dim = hidden // heads
-    if not _integer(head_dim) or head_dim < 1:
+    if head_dim < 1:
         raise InvalidInput("head_dim", "must be a positive integer")
     return int(head_dim)
 
 
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _first(*values: Any) -> Any:
+    return next((value for value in values if value is not None), None)
 
 
 def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters of the model's rotary table, as ``GET /v1/encodings/rotary`` names
     them (``max_len`` is the config's ``max_position_embeddings`` when it has one). A
-    ``rope_type`` the service does not know is an :class:`InvalidInput` naming it."""
+    ``rope_type`` the service does not know, or a field of the wrong type, is an
+    :class:`InvalidInput` naming it."""
     where, rope = _rope_dict(config)
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if not isinstance(rope_type, str) or rope_type not in ROPE_TYPES:
+    inner = f"{where}."
+    rope_type = _first(_field(rope, inner, "rope_type"), _field(rope, inner, "type"), "default")
+    if rope_type not in ROPE_TYPES:
         known = ", ".join(ROPE_TYPES)
         raise InvalidInput(
-            f"{where}.rope_type", f"'{str(rope_type)[:60]}' is not a known rope_type ({known})"
+            f"{where}.rope_type", f"'{rope_type[:60]}' is not a known rope_type ({known})"
         )
     scaling = ROPE_TYPES[rope_type]
+    mpe = _field(config, "", "max_position_embeddings")
     query: dict[str, Any] = {
         "head_dim": _head_dim(config),
-        "base": rope.get(
-            "rope_theta", config.get("rope_theta", config.get("rotary_emb_base", 10000.0))
+        "base": _first(
+            _field(rope, inner, "rope_theta"),
+            _field(config, "", "rope_theta"),
+            _field(config, "", "rotary_emb_base"),
+            10000.0,
         ),
-        "partial_rotary_factor": rope.get(
-            "partial_rotary_factor",
-            config.get("partial_rotary_factor", config.get("rotary_pct", 1.0)),
+        "partial_rotary_factor": _first(
+            _field(rope, inner, "partial_rotary_factor"),
+            _field(config, "", "partial_rotary_factor"),
+            _field(config, "", "rotary_pct"),
+            1.0,
         ),
         "scaling": scaling,
     }
-    mpe = config.get("max_position_embeddings")
     takes = scalings.PARAMETERS[scaling]
-    for name, value in rope.items():
-        if name in _GENERAL or value is None:
-            continue
-        if name not in takes:
-            continue
-        if name in _LISTS and isinstance(value, list):
-            query[name] = ",".join(map(str, value))
-        elif isinstance(value, (list, dict)) or (isinstance(value, bool) and name != "truncate"):
-            raise InvalidInput(f"{where}.{name}", f"must be a number, not {type(value).__name__}")
-        else:
-            query[name] = value
+    for name in takes:
+        value = _field(rope, inner, name)
+        if value is not None:
+            query[name] = ",".join(map(str, value)) if name in _LISTS else value
     if "max_position_embeddings" in takes and mpe is not None:
         query["max_position_embeddings"] = mpe
     if "original_max_position_embeddings" in takes:
         # as transformers' standardize_rope_params: a top-level value wins (Phi-3 keeps the
         # pretraining length there), then the rope dict's, then max_position_embeddings
-        original = config.get("original_max_position_embeddings")
+        original = _field(config, "", "original_max_position_embeddings")
         if original is not None:
             query["original_max_position_embeddings"] = original
         elif query.get("original_max_position_embeddings") is None and mpe is not None:
             query["original_max_position_embeddings"] = mpe
     if mpe is not None:
         query["max_len"] = mpe
-    return {key: value for key, value in query.items() if value is not None}
+    return query

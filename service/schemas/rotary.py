@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from service.codecs.types import Format
-from service.encodings import scalings
+from service.encodings import rotary, scalings
 from service.encodings.registry import DType
 from service.encodings.rotary import (
     DEFAULT_BASE,
@@ -23,6 +23,7 @@ from service.schemas.common import below, within
 from service.settings import POSITION_CEILING
 
 _FACTOR_LIMIT = 1e9  # far above any model's; keeps the arithmetic finite
+_FACTOR_FLOOR = 1e-6  # far below any model's; keeps 1 / factor finite in float32
 
 
 def _number(description: str, **bounds: float) -> Any:
@@ -62,7 +63,7 @@ class RotaryFields(BaseModel):
         "under rope_scaling's names.",
     )
     factor: float | None = _number(
-        "linear, ntk, dynamic, yarn, llama3, longrope.", gt=0, le=_FACTOR_LIMIT
+        "linear, ntk, dynamic, yarn, llama3, longrope.", ge=_FACTOR_FLOOR, le=_FACTOR_LIMIT
     )
     original_max_position_embeddings: int | None = Field(
         None,
@@ -77,8 +78,8 @@ class RotaryFields(BaseModel):
         description="dynamic: the model's context (the config's); yarn, longrope: derives "
         "factor when it is absent.",
     )
-    beta_fast: float | None = _number("yarn (default 32).", gt=0, le=_FACTOR_LIMIT)
-    beta_slow: float | None = _number("yarn (default 1).", gt=0, le=_FACTOR_LIMIT)
+    beta_fast: float | None = _number("yarn (default 32).", ge=_FACTOR_FLOOR, le=_FACTOR_LIMIT)
+    beta_slow: float | None = _number("yarn (default 1).", ge=_FACTOR_FLOOR, le=_FACTOR_LIMIT)
     mscale: float | None = _number(
         "yarn: with mscale_all_dim, the attention factor.", ge=-1e6, le=1e6
     )
@@ -91,8 +92,8 @@ class RotaryFields(BaseModel):
     truncate: bool | None = Field(
         None, description="yarn: round the correction range (default true)."
     )
-    low_freq_factor: float | None = _number("llama3.", gt=0, le=_FACTOR_LIMIT)
-    high_freq_factor: float | None = _number("llama3.", gt=0, le=_FACTOR_LIMIT)
+    low_freq_factor: float | None = _number("llama3.", ge=_FACTOR_FLOOR, le=_FACTOR_LIMIT)
+    high_freq_factor: float | None = _number("llama3.", ge=_FACTOR_FLOOR, le=_FACTOR_LIMIT)
     short_factor: str | None = Field(
         None, description="longrope: rotary_dim/2 comma-separated factors, for short sequences."
     )
@@ -143,7 +144,9 @@ class RotaryFields(BaseModel):
                 "and at least 2",
             )
         params = scalings.resolve(self.scaling, self.given(), r, max_len)
-        return RotaryKey(r, self.base, self.convention, self.scaling, params, dtype, self.rounding)
+        key = RotaryKey(r, self.base, self.convention, self.scaling, params, dtype, self.rounding)
+        rotary.check(key, max_len)
+        return key
 
     def fields(self, key: RotaryKey) -> dict[str, Any]:
         """The parameters as an answer reports them."""
@@ -167,8 +170,10 @@ def _numbers(text: str, name: str) -> list[float]:
         values = [float(part) for part in parts]
     except ValueError:
         raise InvalidParameter(name, "must be comma-separated numbers") from None
-    if not all(math.isfinite(v) and 0 < v <= _FACTOR_LIMIT for v in values):
-        raise InvalidParameter(name, f"must be positive numbers up to {_FACTOR_LIMIT:g}")
+    if not all(math.isfinite(v) and _FACTOR_FLOOR <= v <= _FACTOR_LIMIT for v in values):
+        raise InvalidParameter(
+            name, f"must be positive numbers from {_FACTOR_FLOOR:g} to {_FACTOR_LIMIT:g}"
+        )
     return values
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from contextlib import aclosing
 
 import anyio
@@ -30,12 +31,19 @@ def body_format(content_type: str | None) -> BodyFormat:
 
 
 async def read_body(
-    request: Request, size: Limit, *, idle_timeout: float | None = None
+    request: Request,
+    size: Limit,
+    *,
+    idle_timeout: float | None = None,
+    min_rate: int | None = None,
 ) -> bytearray:
     """The request body, refused with 413 as soon as it is known to pass ``size``: from
     ``Content-Length`` before reading, or while reading. Memory follows the bytes that
     arrive, not the length a client declares. With ``idle_timeout``, a body that goes that
-    many seconds without a byte is refused with 408; a client that leaves is a 499."""
+    many seconds without a byte is refused with 408; with ``min_rate`` too, so is a body
+    that arrives slower than ``min_rate`` bytes a second on average after ``idle_timeout``
+    seconds of grace (a byte now and then keeps no body, and the memory it holds, forever).
+    A client that leaves is a 499."""
     declared = request.headers.get("content-length", "")
     length = int(declared) if declared.isdigit() else None
     if length is not None:
@@ -45,10 +53,17 @@ async def read_body(
     # copied once, and the joined body comes from memory the allocator reuses.
     chunks: list[bytes] = []
     received = 0
+    started = time.monotonic()
+    by_rate = False
     try:
         async with aclosing(request.stream()) as stream:
             while True:
-                with anyio.fail_after(idle_timeout):
+                wait, by_rate = idle_timeout, False
+                if min_rate is not None and idle_timeout is not None:
+                    # the moment the average falls below min_rate if nothing more arrives
+                    due = started + idle_timeout + received / min_rate - time.monotonic()
+                    wait, by_rate = max(0.0, min(idle_timeout, due)), due < idle_timeout
+                with anyio.fail_after(wait):
                     chunk = await anext(stream, None)
                 if chunk is None:
                     return bytearray().join(chunks)
@@ -59,6 +74,14 @@ async def read_body(
                 elif received > length:
                     raise MalformedBody("the body is longer than its Content-Length")
     except TimeoutError:
+        elapsed = time.monotonic() - started
+        if by_rate:
+            raise RequestTimeout(
+                f"the request body arrives slower than {min_rate:,} bytes a second "
+                f"(PE_MIN_READ_RATE, after {idle_timeout:g} s of grace): {received:,} bytes "
+                f"in {elapsed:.0f} s; the connection is closed",
+                setting="PE_MIN_READ_RATE",
+            ) from None
         raise RequestTimeout(
             f"no byte of the request body arrived for {idle_timeout:g} s (PE_BODY_TIMEOUT) "
             f"after {received:,} bytes; the connection is closed",

@@ -151,7 +151,9 @@ async def apply_response(
     chosen = fmt or negotiate(combined(raw, b"accept"), offered)
     gzip = chosen == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
     limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
-    body = await read_body(request, limit, idle_timeout=idle)
+    body = await read_body(
+        request, limit, idle_timeout=idle, min_rate=runtime.settings.min_read_rate
+    )
     plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len)
     # about four bytes a number in every body format: its size says which lane
     answer = await unless_gone(

@@ -869,7 +869,7 @@ def test_a_config_without_max_position_embeddings_needs_max_len(http: httpx.Clie
         pytest.param(
             {"head_dim": 8, "max_position_embeddings": 4, "rope_scaling": {"rope_type": 3}},
             "rope_scaling.rope_type",
-            "'3'",
+            "must be a string",
             id="a-number",
         ),
     ],
@@ -959,7 +959,7 @@ def test_a_config_that_is_not_an_object_is_a_problem_in_the_body(http: httpx.Cli
         ),
         pytest.param(
             {"head_dim": 8, "max_position_embeddings": 4, "rope_theta": "big"},
-            "base",
+            "rope_theta",
             id="rope_theta-text",
         ),
         pytest.param({"head_dim": 8, "max_position_embeddings": 0}, "max_len", id="max_position_0"),
@@ -997,7 +997,7 @@ def test_a_config_that_is_not_an_object_is_a_problem_in_the_body(http: httpx.Cli
                     "original_max_position_embeddings": 2,
                 },
             },
-            "short_factor",
+            "rope_scaling.short_factor",
             id="longrope-text-factor",
         ),
     ],
@@ -1027,3 +1027,98 @@ def test_from_config_unknown_fields_are_ignored(http: httpx.Client) -> None:
     config = {**QWEN2, "vocab_size": 151936, "torch_dtype": "bfloat16", "sliding_window": None}
     plain = post_config(http, QWEN2, stop=2, format="npz")
     assert post_config(http, config, stop=2, format="npz").content == plain.content
+
+
+# -- parameters at the edge of their domain (found by probing as a hostile client) -------
+
+
+@pytest.mark.parametrize(
+    ("params", "name"),
+    [
+        pytest.param(
+            "scaling=longrope&short_factor=1,1&long_factor=2,2"
+            "&original_max_position_embeddings=1&factor=2",
+            "original_max_position_embeddings",
+            id="longrope-log-of-1",
+        ),
+        pytest.param(
+            "scaling=yarn&factor=4&original_max_position_embeddings=4096&mscale=1"
+            "&mscale_all_dim=-7.213475204444817",
+            "mscale_all_dim",
+            id="yarn-mscale-ratio-over-0",
+        ),
+        pytest.param(
+            "scaling=yarn&factor=4&original_max_position_embeddings=2147483647&beta_fast=1e-300",
+            "beta_fast",
+            id="yarn-infinite-correction-range",
+        ),
+        pytest.param("scaling=linear&factor=5e-324", "factor", id="linear-subnormal-factor"),
+        pytest.param(
+            "scaling=dynamic&factor=1e9&max_position_embeddings=2147483647&seq_len=2147483648",
+            "scaling",
+            id="dynamic-float32-cancellation",
+        ),
+        pytest.param(
+            "scaling=longrope&short_factor=1e-40,1&long_factor=1,1"
+            "&original_max_position_embeddings=64&factor=2",
+            "short_factor",
+            id="longrope-tiny-factor",
+        ),
+    ],
+)
+def test_scaling_parameters_at_the_edge_are_422_never_500_or_nan(
+    http: httpx.Client, params: str, name: str
+) -> None:
+    head_dim = 4 if "longrope" in params else 64
+    response = http.get(f"{ROTARY}?max_len=16&head_dim={head_dim}&{params}&format=json")
+    document = assert_problem(response, 422, name)
+    assert [error["name"] for error in document["errors"]] == [name]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("factor", "2"),
+        ("original_max_position_embeddings", "4096"),
+        ("original_max_position_embeddings", True),
+        ("truncate", 0),
+    ],
+)
+def test_a_config_value_of_the_wrong_type_is_named(
+    http: httpx.Client, field: str, value: Any
+) -> None:
+    rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+    config = {
+        "head_dim": 64,
+        "max_position_embeddings": 16384,
+        "rope_scaling": {**rope, field: value},
+    }
+    document = assert_problem(post_config(http, config, stop=2), 422, f"rope_scaling.{field}")
+    assert document["errors"][0]["in"] == "body"
+
+
+def test_a_config_past_its_byte_limit_is_413_before_it_is_parsed() -> None:
+    settings = Settings(max_config_bytes=1024)
+    with in_process(create_app(settings), raise_errors=False) as client:
+        config = {"head_dim": 64, "max_position_embeddings": 16, "junk": [[]] * 2000}
+        response = post_config(client, config)
+        document = assert_problem(response, 413, "PE_MAX_CONFIG_BYTES")
+        assert document["limit"] == 1024
+
+
+def test_query_and_config_problems_say_where_they_are(http: httpx.Client) -> None:
+    config = {"head_dim": 64, "max_position_embeddings": 16}
+    document = assert_problem(post_config(http, config, stop=17), 422, "stop")
+    assert document["errors"][0]["in"] == "query"
+    longrope = {
+        "head_dim": 8,
+        "max_position_embeddings": 4,
+        "rope_scaling": {
+            "rope_type": "longrope",
+            "short_factor": [1, 1, 1],
+            "long_factor": [1, 1, 1, 1],
+            "original_max_position_embeddings": 2,
+        },
+    }
+    document = assert_problem(post_config(http, longrope), 422, "short_factor")
+    assert document["errors"][0]["in"] == "body"

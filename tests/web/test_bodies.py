@@ -195,3 +195,34 @@ def test_a_slow_body_that_keeps_coming_is_read() -> None:
         return await read_body(request, LIMIT, idle_timeout=0.05)
 
     assert anyio.run(main) == b"x" * 20
+
+
+def trickle(chunks: int, pause: float, **kwargs: Any) -> bytearray:
+    """``read_body`` of a body that arrives a byte every ``pause`` seconds."""
+    events: list[bytes] = [b"x"] * chunks
+    headers = [(b"content-length", str(chunks).encode())]
+
+    async def receive() -> Message:
+        await anyio.sleep(pause)
+        return {"type": "http.request", "body": events.pop(), "more_body": bool(events)}
+
+    async def main() -> bytearray:
+        request = Request({"type": "http", "method": "POST", "headers": headers}, receive)
+        return await read_body(request, LIMIT, **kwargs)
+
+    return anyio.run(main)
+
+
+def test_a_body_that_trickles_in_is_cut_off_at_the_least_rate() -> None:
+    """A byte before every idle timeout keeps a body open for ever without a least average
+    rate: with one, it is refused once the grace (the idle timeout) and the bytes it sent
+    no longer cover the time it has taken."""
+    with pytest.raises(RequestTimeout) as caught:
+        trickle(10, 0.02, idle_timeout=0.05, min_rate=100)  # 100 bytes/s wanted, 50 sent
+    assert caught.value.status == 408
+    assert caught.value.extensions == {"setting": "PE_MIN_READ_RATE"}
+    assert "slower than 100 bytes a second" in caught.value.detail
+
+
+def test_a_body_at_the_least_rate_is_read() -> None:
+    assert trickle(10, 0.005, idle_timeout=0.05, min_rate=100) == b"x" * 10
