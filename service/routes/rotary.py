@@ -114,6 +114,7 @@ async def from_config(
         runtime.limits.config_bytes,
         idle_timeout=runtime.settings.body_timeout,
         min_rate=runtime.settings.min_read_rate,
+        grace=runtime.settings.send_timeout,
     )
     config = await runtime.compute(len(body), _parse, body)  # off the event loop
     given = rotary_query(config)

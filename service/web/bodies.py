@@ -36,13 +36,14 @@ async def read_body(
     *,
     idle_timeout: float | None = None,
     min_rate: int | None = None,
+    grace: float = 0.0,
 ) -> bytearray:
     """The request body, refused with 413 as soon as it is known to pass ``size``: from
     ``Content-Length`` before reading, or while reading. Memory follows the bytes that
     arrive, not the length a client declares. With ``idle_timeout``, a body that goes that
-    many seconds without a byte is refused with 408; with ``min_rate`` too, so is a body
-    that arrives slower than ``min_rate`` bytes a second on average after ``idle_timeout``
-    seconds of grace (a byte now and then keeps no body, and the memory it holds, forever).
+    many seconds without a byte is refused with 408; with ``min_rate``, so is a body that
+    arrives slower than ``min_rate`` bytes a second on average after ``grace`` seconds (a
+    byte now and then keeps no body, and the memory it holds, for ever).
     A client that leaves is a 499."""
     declared = request.headers.get("content-length", "")
     length = int(declared) if declared.isdigit() else None
@@ -59,10 +60,11 @@ async def read_body(
         async with aclosing(request.stream()) as stream:
             while True:
                 wait, by_rate = idle_timeout, False
-                if min_rate is not None and idle_timeout is not None:
+                if min_rate is not None:
                     # the moment the average falls below min_rate if nothing more arrives
-                    due = started + idle_timeout + received / min_rate - time.monotonic()
-                    wait, by_rate = max(0.0, min(idle_timeout, due)), due < idle_timeout
+                    due = started + grace + received / min_rate - time.monotonic()
+                    if idle_timeout is None or due < idle_timeout:
+                        wait, by_rate = max(0.0, due), True
                 with anyio.fail_after(wait):
                     chunk = await anext(stream, None)
                 if chunk is None:
@@ -78,7 +80,7 @@ async def read_body(
         if by_rate:
             raise RequestTimeout(
                 f"the request body arrives slower than {min_rate:,} bytes a second "
-                f"(PE_MIN_READ_RATE, after {idle_timeout:g} s of grace): {received:,} bytes "
+                f"(PE_MIN_READ_RATE, after {grace:g} s of grace): {received:,} bytes "
                 f"in {elapsed:.0f} s; the connection is closed",
                 setting="PE_MIN_READ_RATE",
             ) from None

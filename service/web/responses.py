@@ -152,7 +152,11 @@ async def apply_response(
     gzip = chosen == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
     limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
     body = await read_body(
-        request, limit, idle_timeout=idle, min_rate=runtime.settings.min_read_rate
+        request,
+        limit,
+        idle_timeout=idle,
+        min_rate=runtime.settings.min_read_rate,
+        grace=runtime.settings.send_timeout,
     )
     plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len)
     # about four bytes a number in every body format: its size says which lane

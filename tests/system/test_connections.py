@@ -190,7 +190,8 @@ def test_a_stalled_body_gets_408_and_the_connection_is_closed(quick: tuple[str, 
 
 
 def test_a_slow_but_steady_body_is_served(quick: tuple[str, Path]) -> None:
-    """The body timeout is for silence: a body that keeps coming takes as long as it needs."""
+    """The body timeout is for silence: a body that keeps coming is served, however slowly
+    it comes within PE_SEND_TIMEOUT's grace (10 s; after it, at PE_MIN_READ_RATE)."""
     body = npy_bytes(np.zeros((2, 4), np.float32))
     with connect(quick[0]) as sock:
         sock.sendall(f"{NPY_POST}Content-Length: {len(body)}\r\n\r\n".encode())

@@ -215,14 +215,22 @@ def trickle(chunks: int, pause: float, **kwargs: Any) -> bytearray:
 
 def test_a_body_that_trickles_in_is_cut_off_at_the_least_rate() -> None:
     """A byte before every idle timeout keeps a body open for ever without a least average
-    rate: with one, it is refused once the grace (the idle timeout) and the bytes it sent
-    no longer cover the time it has taken."""
+    rate: with one, it is refused once the grace and the bytes it sent no longer cover the
+    time it has taken."""
     with pytest.raises(RequestTimeout) as caught:
-        trickle(10, 0.02, idle_timeout=0.05, min_rate=100)  # 100 bytes/s wanted, 50 sent
+        trickle(
+            10, 0.02, idle_timeout=0.05, min_rate=100, grace=0.05
+        )  # 100 bytes/s wanted, 50 sent
     assert caught.value.status == 408
     assert caught.value.extensions == {"setting": "PE_MIN_READ_RATE"}
     assert "slower than 100 bytes a second" in caught.value.detail
 
 
 def test_a_body_at_the_least_rate_is_read() -> None:
-    assert trickle(10, 0.005, idle_timeout=0.05, min_rate=100) == b"x" * 10
+    assert trickle(10, 0.005, idle_timeout=0.05, min_rate=100, grace=0.05) == b"x" * 10
+
+
+def test_a_stall_within_the_grace_is_the_idle_timeouts() -> None:
+    with pytest.raises(RequestTimeout) as caught:
+        read([b"abc", STALL], 10, idle_timeout=0.05, min_rate=100, grace=10)
+    assert caught.value.extensions == {"setting": "PE_BODY_TIMEOUT"}
