@@ -6,9 +6,7 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
 import sys
 from typing import Any
 
@@ -46,25 +44,6 @@ def log_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-# glibc's mallopt parameter for the number of malloc arenas
-_M_ARENA_MAX = -8
-ARENAS = 2
-
-
-def limit_arenas(count: int = ARENAS) -> bool:
-    """At most ``count`` glibc malloc arenas in this process (and in the worker processes,
-    which inherit ``MALLOC_ARENA_MAX``). glibc gives threads arenas of their own, up to 8
-    per core, and each keeps up to its trim threshold (16 MiB once 8 MiB bodies have come
-    and gone) of freed memory: which thread served a large apply decided how much memory
-    stayed resident after it. Returns whether the setting took (glibc only)."""
-    os.environ.setdefault("MALLOC_ARENA_MAX", str(count))
-    try:
-        libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(_M_ARENA_MAX, count))
-    except (OSError, AttributeError):
-        return False
-
-
 def main() -> None:
     if sys.argv[1:] == ["openapi"]:
         from service.app import create_app
@@ -73,7 +52,6 @@ def main() -> None:
         sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
         return
     settings = Settings()
-    limit_arenas()
     uvicorn.run(
         "service.app:create_app",
         factory=True,
