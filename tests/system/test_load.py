@@ -219,9 +219,8 @@ def test_repeated_large_applies_do_not_grow_memory() -> None:
             for _ in range(10):
                 post()
             readings.append(rss_mib(process.pid))
-    print(
-        f"\napplies: RSS after warm-up {warm:.0f} MiB, then every 10: {[round(r) for r in readings]}"
-    )
+    shown = [round(reading) for reading in readings]
+    print(f"\napplies: RSS after warm-up {warm:.0f} MiB, then every 10: {shown}")
     # The allocator may keep up to three 8 MiB bodies (input, output, one in flight) of
     # freed memory, settling when it will (under coverage, once, after some 50 requests);
     # nothing more may stay: over 120 requests a leak of 200 KiB each would pass the bound.
