@@ -23,8 +23,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from service.codecs import npy
 from service.codecs.types import MEDIA_TYPES
-from service.encodings.registry import DType, Key, family_of
-from service.encodings.sinusoidal import FAMILY, Layout, Rounding, preset_key
+from service.encodings.registry import DType, Key, Rounding, family_of
+from service.encodings.sinusoidal import FAMILY, Layout, preset_key
 
 APPLY = f"/v1/encodings/{FAMILY.name}/apply"
 NPY = MEDIA_TYPES["npy"]

@@ -33,8 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.encodings import _exact
-from service.encodings.registry import DType
-from service.encodings.sinusoidal import Rounding
+from service.encodings.registry import DType, Rounding
 
 Form = Literal["causal", "bloom", "symmetric"]
 FORMS: Final[tuple[Form, ...]] = get_args(Form)

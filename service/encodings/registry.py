@@ -18,6 +18,9 @@ from numpy.typing import NDArray
 
 DType = Literal["float32", "float64", "float16"]
 DTYPES: Final[tuple[DType, ...]] = get_args(DType)
+# library: the arithmetic of the library a family follows; exact: exact, rounded once
+Rounding = Literal["library", "exact"]
+ROUNDINGS: Final[tuple[Rounding, ...]] = get_args(Rounding)
 Rows = NDArray[np.floating]
 
 

@@ -21,19 +21,17 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
 
 from service.encodings import _exact, _rope_exact, _rope_library, scalings
-from service.encodings.registry import DTYPES, DType, Family, Rows, register
+from service.encodings.registry import DTYPES, ROUNDINGS, DType, Family, Rounding, Rows, register
 from service.errors import InvalidParameter
 
 Convention = Literal["half", "interleaved"]
 CONVENTIONS: Final[tuple[Convention, ...]] = get_args(Convention)
-Rounding = Literal["library", "exact"]
-ROUNDINGS: Final[tuple[Rounding, ...]] = get_args(Rounding)
 DEFAULT_BASE: Final = 10000.0
 MAX_HEAD_DIM: Final = 16384
 _CHUNK_ELEMENTS: Final = 1 << 16
@@ -230,15 +228,6 @@ def split(key: RotaryKey, parts: Sequence[Rows]) -> dict[str, list[Rows]]:
     """Blocks of a table's rows as their ``cos`` and ``sin`` blocks (views)."""
     pieces = [halves(key, part) for part in parts]
     return {"cos": [c for c, _ in pieces], "sin": [s for _, s in pieces]}
-
-
-def describe(key: RotaryKey) -> dict[str, Any]:
-    """The key's resolved values, as an answer reports them."""
-    return {
-        "rotary_dim": key.rotary_dim,
-        "inv_freq_source": scalings.SOURCES[key.scaling],
-        "attention_factor": key.attention,
-    }
 
 
 FAMILY: Final = register(Family("rotary", RotaryKey, fill, take))

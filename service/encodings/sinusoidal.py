@@ -23,13 +23,11 @@ from numpy.typing import NDArray
 
 from service.encodings import _exact, _library, presets
 from service.encodings.catalogue import PRESETS
-from service.encodings.registry import DTYPES, DType, Family, Rows, register
+from service.encodings.registry import DTYPES, ROUNDINGS, DType, Family, Rounding, Rows, register
 from service.errors import InvalidParameter
 
 Layout = Literal["interleaved", "split"]
 LAYOUTS: Final[tuple[Layout, ...]] = get_args(Layout)
-Rounding = Literal["library", "exact"]
-ROUNDINGS: Final[tuple[Rounding, ...]] = get_args(Rounding)
 DEFAULT_BASE: Final = 10000.0
 # rows computed at a time where float64 temporaries are needed (library, scaled tables)
 _CHUNK_ELEMENTS: Final = 1 << 16

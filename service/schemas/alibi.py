@@ -11,8 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from service.codecs.types import Format, TableFormat
 from service.encodings import alibi
 from service.encodings.alibi import Bias, Form
-from service.encodings.registry import DType
-from service.encodings.sinusoidal import Rounding
+from service.encodings.registry import DType, Rounding
 from service.errors import InvalidParameter
 from service.limits import Limits
 from service.schemas.common import below, within

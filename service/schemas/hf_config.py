@@ -6,7 +6,7 @@ for RoPE (``rope_parameters`` in transformers 5, ``rope_scaling`` and ``rope_the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from service.encodings import scalings
@@ -35,35 +35,31 @@ _BOOLEANS: Final = {"truncate"}
 _KINDS: Final = {"rope_type", "type"}
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# what a field holds in transformers' configs, and how a problem says it
+_TYPES: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
+    **{
+        name: ((lambda v: _is_number(v) and isinstance(v, int)), "an integer") for name in _INTEGERS
+    },
+    **{name: ((lambda v: isinstance(v, bool)), "true or false") for name in _BOOLEANS},
+    **{
+        name: ((lambda v: isinstance(v, list) and all(map(_is_number, v))), "a list of numbers")
+        for name in _LISTS
+    },
+    **{name: ((lambda v: isinstance(v, str)), "a string") for name in _KINDS},
+}
+
+
 def _typed(where: str, name: str, value: Any) -> Any:
     """``value`` if it has the type the field ``name`` takes in transformers' configs (an
-    integer, a boolean, a list of numbers, else a number), else an :class:`InvalidInput`
-    naming ``where``: no strings read as numbers, no booleans as numbers."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if name in _INTEGERS:
-        ok = number and isinstance(value, int)
-    elif name in _BOOLEANS:
-        ok = isinstance(value, bool)
-    elif name in _LISTS:
-        ok = isinstance(value, list) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
-        )
-    elif name in _KINDS:
-        ok = isinstance(value, str)
-    else:
-        ok = number
-    if not ok:
-        kind = (
-            "an integer"
-            if name in _INTEGERS
-            else "true or false"
-            if name in _BOOLEANS
-            else "a list of numbers"
-            if name in _LISTS
-            else "a string"
-            if name in _KINDS
-            else "a number"
-        )
+    integer, a boolean, a list of numbers, a string, else a number), else an
+    :class:`InvalidInput` naming ``where``: no strings read as numbers, no booleans as
+    numbers."""
+    accepts, kind = _TYPES.get(name, (_is_number, "a number"))
+    if not accepts(value):
         raise InvalidInput(where, f"must be {kind}, not {type(value).__name__}")
     return value
 

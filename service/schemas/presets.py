@@ -8,8 +8,8 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.encodings import presets
-from service.encodings.registry import DType
-from service.encodings.sinusoidal import Rounding, SinusoidalKey, preset_key
+from service.encodings.registry import DType, Rounding
+from service.encodings.sinusoidal import SinusoidalKey, preset_key
 from service.settings import POSITION_CEILING
 
 PresetName = Literal[

@@ -9,13 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from service.codecs.types import Format
 from service.encodings import rotary, scalings
-from service.encodings.registry import DType
+from service.encodings.registry import DType, Rounding
 from service.encodings.rotary import (
     DEFAULT_BASE,
     MAX_HEAD_DIM,
     Convention,
     RotaryKey,
-    Rounding,
     rotary_dim,
 )
 from service.errors import InvalidParameter

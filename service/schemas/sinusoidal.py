@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from service.codecs.types import Format, TableFormat
 from service.encodings import presets
 from service.encodings.catalogue import PRESETS
-from service.encodings.registry import DType
-from service.encodings.sinusoidal import DEFAULT_BASE, Layout, Rounding, SinusoidalKey
+from service.encodings.registry import DType, Rounding
+from service.encodings.sinusoidal import DEFAULT_BASE, Layout, SinusoidalKey
 from service.errors import InvalidParameter
 from service.schemas.common import Colormap, Height, Width, below, within
 from service.schemas.presets import PresetFields, PresetName

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from service.encodings import registry, rotation, scalings
-from service.encodings.registry import DTYPES, DType
-from service.encodings.rotary import CONVENTIONS, ROUNDINGS, Convention, RotaryKey, Rounding
+from service.encodings.registry import DTYPES, ROUNDINGS, DType, Rounding
+from service.encodings.rotary import CONVENTIONS, Convention, RotaryKey
 from service.encodings.rotation import Rotation
 from service.settings import POSITION_CEILING
 

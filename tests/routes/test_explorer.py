@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from service.encodings import alibi, rotary, scalings
+from service.encodings import alibi, registry, rotary, scalings
 from service.encodings.catalogue import PRESETS
 from tests.support import assert_problem, load
 
@@ -113,7 +113,7 @@ def test_the_rope_controls_offer_what_the_service_takes(api: httpx.Client) -> No
     page = _controls(api)
     assert page.options["rope-scaling"] == list(scalings.SCALINGS)
     assert page.options["rope-convention"] == list(rotary.CONVENTIONS)
-    assert page.options["rope-rounding"] == list(rotary.ROUNDINGS)
+    assert page.options["rope-rounding"] == list(registry.ROUNDINGS)
     # a scaling's parameter is shown (and sent) with exactly the scalings that take it, so
     # the page never sends a parameter the chosen scaling would refuse (422)
     shown = {

@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 
 from service.app import create_app
 from service.encodings import registry, scalings
-from service.encodings.rotary import CONVENTIONS, Convention, RotaryKey, Rounding
+from service.encodings.registry import Rounding
+from service.encodings.rotary import CONVENTIONS, Convention, RotaryKey
 from service.settings import Settings
 from tests.support import NPY, NPZ, RAW, SMALL_LIMITS, assert_problem, in_process, load
 from tests.support import npy_bytes as npy
