@@ -208,22 +208,44 @@ class Apply:
 def apply(runtime: Runtime, body: bytearray, request: Apply) -> Answer:
     """Decode, check, fetch the rows, compute, encode: the whole of an apply, run in a
     worker thread."""
-    limits = runtime.limits
-    arrays = _decode(body, request.kind, limits)
+    arrays = _decode(body, request.kind, runtime.limits)
     embeddings = arrays["embeddings"]
-    positions = request.kernel.check(embeddings, arrays.get("position_ids"))
-    if request.fmt == "json":
-        limits.json_answer(embeddings.size, hint="ask for format=npy")
-    limits.row_width(int(embeddings.shape[-1]), "the embeddings' last axis")
-    key = request.key(int(embeddings.shape[-1]), request.kernel.dtype(embeddings))
-    rows, index = _rows_for(runtime.cache, limits, key, embeddings.shape[-2], request, positions)
     in_place = request.kind == "npy"  # the batch is a view of our own copy of the body
-    result = request.kernel(embeddings, rows, index, in_place=in_place)
+    result = apply_arrays(runtime, embeddings, arrays.get("position_ids"), request, in_place)
     if request.fmt == "npy" and result is embeddings:
         # The body is the client's .npy header followed by the result: send it back as is.
         return Answer({"content-type": codecs.types.MEDIA_TYPES["npy"]}, memoryview(body))
     fields = {"dtype": result.dtype.name, "shape": list(result.shape)}
     return Answer(*_encode(request.fmt, fields, [result], "embeddings", request.gzip))
+
+
+def apply_arrays(
+    runtime: Runtime,
+    embeddings: NDArray[Any],
+    position_ids: NDArray[Any] | None,
+    request: Apply,
+    in_place: bool = False,
+) -> NDArray[np.floating]:
+    """The kernel applied to a decoded batch (checked, with the table rows its positions
+    need), whatever the transport; ``in_place``: ``embeddings`` may be overwritten."""
+    limits = runtime.limits
+    positions = request.kernel.check(embeddings, position_ids)
+    if request.fmt == "json":
+        limits.json_answer(embeddings.size, hint="ask for format=npy")
+    limits.row_width(int(embeddings.shape[-1]), "the embeddings' last axis")
+    key = request.key(int(embeddings.shape[-1]), request.kernel.dtype(embeddings))
+    length, offset, max_len = embeddings.shape[-2], request.offset, request.max_len
+    rows, index = _rows_for(runtime.cache, limits, key, length, offset, max_len, positions)
+    return request.kernel(embeddings, rows, index, in_place=in_place)
+
+
+def rows_at(runtime: Runtime, key: Key, positions: NDArray[np.int64]) -> NDArray[np.floating]:
+    """The rows of ``key``'s table at ``positions`` (non-negative, in any order, repeated
+    or not), as one array: the cache's pages when they are dense, else computed alone."""
+    if not len(positions):
+        return np.empty((0, key.width), key.dtype)
+    rows, index = _rows_for(runtime.cache, runtime.limits, key, 0, 0, None, positions)
+    return registry.joined(rows)[index]
 
 
 def _decode(body: bytearray, kind: BodyFormat, limits: Limits) -> dict[str, NDArray[Any]]:
@@ -240,7 +262,8 @@ def _rows_for(
     limits: Limits,
     key: Key,
     length: int,
-    request: Apply,
+    offset: int,
+    max_len: int | None,
     positions: NDArray[np.int64] | None,
 ) -> tuple[Parts, NDArray[np.intp] | None]:
     """The table rows a batch needs, as consecutive blocks, and which of them each
@@ -248,14 +271,12 @@ def _rows_for(
     cache's pages; scattered ones too when they are dense, else they are computed on
     their own: a request costs what its positions need, never the rows below them."""
     if positions is None:
-        first, last = request.offset, request.offset + length - 1
+        first, last = offset, offset + length - 1
     else:
         unique, inverse = np.unique(positions, return_inverse=True)
         first, last = int(unique[0]), int(unique[-1])
-    if request.max_len is not None and last >= request.max_len:
-        raise InvalidParameter(
-            "max_len", f"position {last} is not below max_len ({request.max_len})"
-        )
+    if max_len is not None and last >= max_len:
+        raise InvalidParameter("max_len", f"position {last} is not below max_len ({max_len})")
     limits.last_position(last)
     span = last - first + 1
     if positions is None:

@@ -94,9 +94,9 @@ def decode(body: bytes | bytearray, numbers: Limit) -> dict[str, NDArray[Any]]:
     dtype = document.get("dtype", "float32")
     if not isinstance(dtype, str) or dtype not in _DTYPES:
         raise InvalidInput("dtype", "must be float16, float32 or float64")
-    arrays = {"embeddings": _floats(document["embeddings"], "embeddings", dtype)}
+    arrays = {"embeddings": floats(document["embeddings"], "embeddings", dtype)}
     if document.get("position_ids") is not None:
-        arrays["position_ids"] = _integers(document["position_ids"], "position_ids")
+        arrays["position_ids"] = integers(document["position_ids"], "position_ids")
     return arrays
 
 
@@ -156,7 +156,7 @@ def _shape(value: object, name: str) -> tuple[tuple[int, ...], set[type]]:
     return tuple(shape), kinds
 
 
-def _floats(value: object, name: str, dtype: str) -> NDArray[Any]:
+def floats(value: object, name: str, dtype: str) -> NDArray[Any]:
     _shape(value, name)
     try:
         with np.errstate(over="ignore"):
@@ -168,7 +168,7 @@ def _floats(value: object, name: str, dtype: str) -> NDArray[Any]:
     return array
 
 
-def _integers(value: object, name: str) -> NDArray[np.int64]:
+def integers(value: object, name: str) -> NDArray[np.int64]:
     _, kinds = _shape(value, name)
     if float in kinds:
         floats = (x for x in _leaves(value) if type(x) is float)

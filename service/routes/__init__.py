@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from service.routes import alibi, explorer, ops, pictures, rotary, sinusoidal
+from service.routes import alibi, explorer, inference, ops, pictures, rotary, sinusoidal
 
 ROUTERS: list[APIRouter] = [
     sinusoidal.router,
@@ -10,5 +10,6 @@ ROUTERS: list[APIRouter] = [
     alibi.router,
     pictures.router,
     ops.router,
+    inference.router,
     explorer.router,
 ]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from fastapi import FastAPI, Request, Response
@@ -94,9 +95,41 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return problem(500, "the service failed to answer this request; it has been logged")
 
 
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+# The Open Inference Protocol's routes answer errors in its own shape
+_PROTOCOL: Final = "/v2"
+
+
+def _in_protocol_shape(handler: Handler) -> Handler:
+    """``handler``, whose problem documents become the protocol's ``{"error": detail}``
+    on its routes, where a refusal of the request's content is a 400, as the protocol has
+    it (422 elsewhere); the status and headers are otherwise kept."""
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        response = await handler(request, exc)
+        path = request.url.path
+        if path != _PROTOCOL and not path.startswith(_PROTOCOL + "/"):
+            return response
+        document = orjson.loads(bytes(response.body))
+        status = 400 if response.status_code == 422 else response.status_code
+        headers = {
+            name: value
+            for name, value in response.headers.items()
+            if name not in ("content-length", "content-type")
+        }
+        return Response(
+            orjson.dumps({"error": document["detail"] or document["title"]}),
+            status_code=status,
+            headers=headers,
+            media_type="application/json",
+        )
+
+    return answer
+
+
 def install(app: FastAPI) -> None:
     """Route every error family through :func:`problem`."""
-    app.add_exception_handler(ServiceError, _service_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(Exception, _unexpected)
+    app.add_exception_handler(ServiceError, _in_protocol_shape(_service_error))
+    app.add_exception_handler(RequestValidationError, _in_protocol_shape(_validation_error))
+    app.add_exception_handler(HTTPException, _in_protocol_shape(_http_error))
+    app.add_exception_handler(Exception, _in_protocol_shape(_unexpected))

@@ -1,0 +1,237 @@
+"""The Open Inference Protocol's REST wire byte by byte: health, metadata, the binary data
+extension's framing, and every refusal in the protocol's ``{"error": ...}`` shape with the
+status the protocol gives it; in process and against a real server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+
+from tests.support import TABLE, load
+
+INFER = "/v2/models/sinusoidal/infer"
+APPLY = "/v2/models/sinusoidal-apply/infer"
+
+
+def binary_request(
+    header: dict[str, Any], *arrays: np.ndarray[Any, Any], length: str | None = None
+) -> tuple[bytes, dict[str, str]]:
+    """``header`` as JSON followed by ``arrays``' bytes, with its length in the header."""
+    head = orjson.dumps(header)
+    return head + b"".join(a.tobytes() for a in arrays), {
+        "inference-header-content-length": length if length is not None else str(len(head))
+    }
+
+
+def positions(data: Any, shape: list[int] | None = None, datatype: str = "INT64") -> Any:
+    return {"name": "positions", "shape": shape or [len(data)], "datatype": datatype, "data": data}
+
+
+def infer(http: httpx.Client, *inputs: Any, path: str = INFER, **parameters: Any) -> httpx.Response:
+    return http.post(path, json={"inputs": list(inputs), "parameters": parameters})
+
+
+def assert_error(response: httpx.Response, status: int, *words: str) -> str:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    document = response.json()
+    assert list(document) == ["error"]
+    for word in words:
+        assert word in document["error"]
+    return str(document["error"])
+
+
+def test_server_and_health(api: httpx.Client) -> None:
+    server = api.get("/v2").json()
+    assert server["name"] == "positional-encodings"
+    assert server["extensions"] == ["binary_tensor_data"]
+    for path in ("/v2/health/live", "/v2/health/ready", "/v2/models/sinusoidal/ready"):
+        response = api.get(path)
+        assert (response.status_code, response.content) == (200, b"")
+    assert_error(api.get("/v2/models/nope/ready"), 404, "nope")
+    assert_error(api.get("/v2/models/sinusoidal/versions/7"), 404, "version")
+    assert api.get("/v2/models/sinusoidal/versions/1").json()["name"] == "sinusoidal"
+
+
+def test_framework_errors_take_the_protocol_shape(api: httpx.Client) -> None:
+    assert_error(api.get("/v2/models/sinusoidal/nothing"), 404)
+    response = api.get(INFER)
+    assert_error(response, 405, "GET")
+    assert "POST" in response.headers["allow"]
+    # and v1 keeps its problem documents
+    assert api.get("/v1/nothing").headers["content-type"] == "application/problem+json"
+
+
+def test_json_rows_and_the_id_come_back(api: httpx.Client) -> None:
+    request = {
+        "id": "r-1",
+        "inputs": [positions([[2, 3], [0, 1]], shape=[4])],
+        "parameters": {"d_model": 6},
+    }
+    answer = api.post(INFER, json=request).json()
+    table = load(api.get(TABLE, params={"max_len": 4, "d_model": 6}))
+    assert answer["id"] == "r-1"
+    (output,) = answer["outputs"]
+    assert (output["name"], output["datatype"], output["shape"]) == ("encodings", "FP32", [4, 6])
+    np.testing.assert_array_equal(
+        np.array(output["data"], np.float32).reshape(4, 6), table[[2, 3, 0, 1]]
+    )
+
+
+def test_binary_in_and_out_by_the_request_parameter(api: httpx.Client) -> None:
+    ids = np.array([5, 1], np.int32)
+    header = {
+        "inputs": [
+            {
+                "name": "positions",
+                "shape": [2],
+                "datatype": "INT32",
+                "parameters": {"binary_data_size": 8},
+            }
+        ],
+        "parameters": {"d_model": 4, "dtype": "float64", "binary_data_output": True},
+    }
+    body, headers = binary_request(header, ids)
+    response = api.post(INFER, content=body, headers=headers)
+    assert response.headers["content-type"] == "application/octet-stream"
+    length = int(response.headers["inference-header-content-length"])
+    document = orjson.loads(response.content[:length])
+    (output,) = document["outputs"]
+    assert output["parameters"] == {"binary_data_size": 2 * 4 * 8}
+    rows = np.frombuffer(response.content[length:], "<f8").reshape(2, 4)
+    table = load(api.get(TABLE, params={"max_len": 6, "d_model": 4, "dtype": "float64"}))
+    np.testing.assert_array_equal(rows, table[[5, 1]])
+
+
+def test_empty_positions_give_no_rows(api: httpx.Client) -> None:
+    answer = infer(api, positions([], shape=[0]), d_model=8).json()
+    assert answer["outputs"][0]["shape"] == [0, 8]
+
+
+BAD_JSON_REQUESTS = [
+    (b"not json", ["not valid JSON"]),
+    (b"[1, 2]", ["JSON object"]),
+    (orjson.dumps({"inputs": []}), ["inputs"]),
+    (orjson.dumps({"inputs": [positions([1])], "extra": 1}), ["extra"]),
+    (orjson.dumps({"inputs": [positions([1]), positions([2])]}), ["twice"]),
+    (orjson.dumps({"inputs": [positions([1], datatype="BYTES")]}), ["BYTES", "INT64"]),
+    (orjson.dumps({"inputs": [positions([1], datatype="FP32")]}), ["FP32", "INT64 or INT32"]),
+    (orjson.dumps({"inputs": [positions([1], shape=[-1])]}), ["shape"]),
+    (orjson.dumps({"inputs": [positions([1, 2, 3], shape=[2])]}), ["3", "2"]),
+    (orjson.dumps({"inputs": [positions([[1, 2], [3]], shape=[3])]}), ["ragged"]),
+    (orjson.dumps({"inputs": [positions([1.5])]}), ["integers"]),
+    (orjson.dumps({"inputs": [positions([2**40], datatype="INT32")]}), ["INT32 range"]),
+    (orjson.dumps({"inputs": [positions([-1])], "parameters": {"d_model": 4}}), ["non-negative"]),
+    (
+        orjson.dumps({"inputs": [positions([[1]], shape=[1, 1])], "parameters": {"d_model": 4}}),
+        ["[-1]"],
+    ),
+    (
+        orjson.dumps({"inputs": [positions([2**31])], "parameters": {"d_model": 4}}),
+        ["PE_MAX_POSITION"],
+    ),
+    (orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": "wide"}}), ["d_model"]),
+    (
+        orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": 4, "preset": "x"}}),
+        ["preset"],
+    ),
+    (
+        orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": 4, "padding_idx": 1}}),
+        ["padding_idx"],
+    ),
+    (
+        orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": 1 << 20}}),
+        ["PE_MAX_WIDTH"],
+    ),
+    (orjson.dumps({"inputs": [positions([1])], "id": 5, "parameters": {"d_model": 4}}), ["id"]),
+    (
+        orjson.dumps(
+            {"inputs": [positions([1])], "parameters": {"d_model": 4, "binary_data_output": 1}}
+        ),
+        ["binary_data_output"],
+    ),
+    (
+        orjson.dumps(
+            {"inputs": [positions([1])], "outputs": [{"name": "x"}], "parameters": {"d_model": 4}}
+        ),
+        ["x"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "words"), BAD_JSON_REQUESTS)
+def test_bad_requests_are_400s_that_say_why(
+    api: httpx.Client, body: bytes, words: list[str]
+) -> None:
+    assert_error(api.post(INFER, content=body), 400, *words)
+
+
+def test_binary_framing_is_checked(api: httpx.Client) -> None:
+    spec = {
+        "name": "positions",
+        "shape": [3],
+        "datatype": "INT64",
+        "parameters": {"binary_data_size": 24},
+    }
+    header = {"inputs": [spec], "parameters": {"d_model": 4}}
+    ids = np.arange(3, dtype=np.int64)
+    body, headers = binary_request(header, ids)
+    assert api.post(INFER, content=body, headers=headers).status_code == 200
+    # the sizes and the body disagree, each way
+    assert_error(api.post(INFER, content=body + b"x", headers=headers), 400, "25", "24")
+    assert_error(api.post(INFER, content=body[:-1], headers=headers), 400, "23")
+    # a size that is not the shape's
+    wrong = {**header, "inputs": [{**spec, "parameters": {"binary_data_size": 16}}]}
+    body, headers = binary_request(wrong, ids[:2])
+    assert_error(api.post(INFER, content=body, headers=headers), 400, "16", "24")
+    # data beside a binary size
+    both = {**header, "inputs": [{**spec, "data": [0, 1, 2]}]}
+    body, headers = binary_request(both, ids)
+    assert_error(api.post(INFER, content=body, headers=headers), 400, "binary_data_size")
+    # the header's length: past the body, or not a number
+    for length in (str(10**6), "12a", "-1", "9" * 40):
+        body, headers = binary_request(header, ids, length=length)
+        assert_error(
+            api.post(INFER, content=body, headers=headers), 400, "Inference-Header-Content-Length"
+        )
+
+
+def test_a_compressed_body_is_refused(api: httpx.Client) -> None:
+    response = api.post(INFER, content=b"\x1f\x8b", headers={"content-encoding": "gzip"})
+    assert_error(response, 415, "gzip")
+
+
+def test_apply_errors(api: httpx.Client) -> None:
+    flat = {"name": "embeddings", "shape": [4], "datatype": "FP32", "data": [0, 1, 2, 3]}
+    assert_error(api.post(APPLY, json={"inputs": [flat]}), 400, "embeddings", "2-D")
+    grid = {**flat, "shape": [2, 2]}
+    bad_ids = {"name": "position_ids", "shape": [3], "datatype": "INT64", "data": [0, 1, 2]}
+    assert_error(api.post(APPLY, json={"inputs": [grid, bad_ids]}), 400, "position_ids")
+    assert_error(api.post(APPLY, json={"inputs": [bad_ids]}), 400, "embeddings", "required")
+    huge = {**grid, "data": [1e300, 0, 0, 0], "datatype": "FP16"}
+    assert_error(api.post(APPLY, json={"inputs": [huge]}), 400, "float16 range")
+
+
+def test_limits_are_named(small_api: httpx.Client) -> None:
+    # the small server: PE_MAX_BODY_BYTES 100,000, PE_MAX_ELEMENTS 100,000, JSON 1,000
+    assert_error(small_api.post(INFER, content=b" " * 100_001), 413, "PE_MAX_BODY_BYTES")
+    many = list(range(1_001))
+    assert_error(infer(small_api, positions(many), d_model=4), 400, "PE_MAX_JSON_ELEMENTS")
+    ids = np.zeros(2_000, np.int64)
+    spec = {
+        "name": "positions",
+        "shape": [2_000],
+        "datatype": "INT64",
+        "parameters": {"binary_data_size": 16_000},
+    }
+    body, headers = binary_request({"inputs": [spec], "parameters": {"d_model": 64}}, ids)
+    assert_error(small_api.post(INFER, content=body, headers=headers), 400, "PE_MAX_ELEMENTS")
+    body, headers = binary_request({"inputs": [spec], "parameters": {"d_model": 4}}, ids)
+    assert_error(small_api.post(INFER, content=body, headers=headers), 400, "binary_data")
+    binary = {"inputs": [spec], "parameters": {"d_model": 4, "binary_data_output": True}}
+    body, headers = binary_request(binary, ids)
+    assert small_api.post(INFER, content=body, headers=headers).status_code == 200
