@@ -110,7 +110,9 @@ Named = Callable[[Parts], Mapping[str, Parts]]
 
 
 async def holding_permit(
-    runtime: Runtime, large: bool, produce: Callable[[], Awaitable[Encoded]]
+    runtime: Runtime,
+    large: bool,
+    produce: Callable[[], Awaitable[tuple[Headers, bytes | memoryview]]],
 ) -> Answer:
     """The answer ``produce`` encodes; a ``large`` one holds one of the large-answer permits
     meanwhile and until it has been sent (:attr:`Answer.release`)."""

@@ -221,10 +221,20 @@ def infer_parsed(
     return [tensor for tensor in outputs if tensor.name in asked], binary
 
 
-def infer(
-    runtime: Runtime, served: Model, body: bytearray, header_length: int | None
-) -> tuple[Headers, bytes | bytearray]:
-    """The whole of a REST infer request, run in a worker thread: parse, run, encode."""
-    request = wire.parse(body, header_length, runtime.limits.json_elements)
+def answer_bytes(served: Model, request: wire.Request) -> int:
+    """At most how many bytes the answer's tensors take, from the request alone (before
+    any check): the batch's, or the rows' at the largest dtype."""
+    if served is SINUSOIDAL:
+        positions, width = request.inputs.get("positions"), request.parameters.get("d_model")
+        if positions is None or type(width) is not int:
+            return 0
+        return positions.array.size * max(width, 0) * 8
+    embeddings = request.inputs.get("embeddings")
+    return 0 if embeddings is None else embeddings.array.nbytes
+
+
+def infer(runtime: Runtime, served: Model, request: wire.Request) -> tuple[Headers, memoryview]:
+    """A parsed REST infer request run and encoded, in a worker thread."""
     outputs, binary = infer_parsed(runtime, served, request)
-    return wire.encode(served.name, request.id, outputs, binary)
+    headers, body = wire.encode(served.name, request.id, outputs, binary)
+    return headers, memoryview(body)

@@ -8,12 +8,14 @@ from typing import Any, Final
 
 from fastapi import APIRouter, Request, Response
 
+from service import handlers
 from service.errors import ServiceError, UnsupportedMediaType
 from service.inference import models, wire
 from service.web.bodies import read_body
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
 from service.web.negotiation import combined
+from service.web.responses import respond
 
 router = APIRouter(prefix="/v2", tags=["inference"])
 
@@ -188,8 +190,15 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
         grace=settings.send_timeout,
     )
     length = wire.header_length(combined(raw, b"inference-header-content-length"), len(body))
-    headers, content = await unless_gone(
-        request,
-        lambda: runtime.compute(len(body) // 4, models.infer, runtime, served, body, length),
-    )
-    return Response(memoryview(content), headers={**headers, "cache-control": "no-store"})
+    elements = len(body) // 4  # about four bytes a number, in JSON or binary
+    limit = runtime.limits.json_elements
+
+    async def run() -> handlers.Answer:
+        parsed = await runtime.compute(elements, wire.parse, body, length, limit)
+        large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
+        return await handlers.holding_permit(
+            runtime, large, lambda: runtime.compute(elements, models.infer, runtime, served, parsed)
+        )
+
+    answer = await unless_gone(request, run)
+    return respond(runtime, answer, {"cache-control": "no-store"})
