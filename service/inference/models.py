@@ -96,7 +96,9 @@ def _validated(model: Model, parameters: Mapping[str, Any], **given: Any) -> Any
                 name, f"is not a parameter of {model.name} ({', '.join(model.parameters)})"
             )
     try:
-        return model.query.model_validate({**parameters, **given})
+        # strictly: the protocol's parameters are typed (a boolean is not a number, nor
+        # a string one), as a query string's are not
+        return model.query.model_validate({**parameters, **given}, strict=True)
     except ValidationError as exc:
         error = exc.errors()[0]
         name = ".".join(str(part) for part in error["loc"]) or "parameters"

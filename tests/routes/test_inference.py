@@ -135,6 +135,10 @@ BAD_JSON_REQUESTS = [
         ["PE_MAX_POSITION"],
     ),
     (orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": "wide"}}), ["d_model"]),
+    # the protocol's parameters are typed: no boolean or string is read as a number
+    (orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": True}}), ["d_model"]),
+    (orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": "8"}}), ["d_model"]),
+    (orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": 8.5}}), ["d_model"]),
     (
         orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": 4, "preset": "x"}}),
         ["preset"],
