@@ -149,7 +149,10 @@ _INFER: Final[dict[str, Any]] = {
         200: {
             "description": "The outputs: JSON, or JSON followed by binary data "
             "(Inference-Header-Content-Length says where it ends).",
-            "content": {"application/json": {"schema": {"type": "object"}}},
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "application/octet-stream": _BINARY,
+            },
         },
         **_errors(
             s400="The request is malformed, or a parameter or input is invalid.",
