@@ -27,6 +27,7 @@ PURE = [
     "service.cache",
     "service.codecs",
     "service.errors",
+    "service.inference.wire",
     "service.plots",
 ]
 
