@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 from fastapi import Depends, FastAPI
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import __version__, preload
+from service.cors import Cors
+from service.head import HeadAsGet
+from service.inference.serving import grpc_serving
 from service.limits import Limits
-from service.replay import Replay
+from service.replay import Record, Replay
 from service.routes import ROUTERS
 from service.runtime import Runtime
 from service.settings import Settings
@@ -20,11 +24,18 @@ from service.telemetry import Telemetry, TelemetryMiddleware
 from service.web import problems
 from service.web.deps import single_valued
 
+_DESCRIPTION: Final = (
+    "Every `GET` operation answers `HEAD` too: the same status and headers, no body. "
+    "Pages of other origins may read the answers (CORS), as `PE_CORS_ORIGINS` allows."
+)
+
 
 class ServiceApp(FastAPI):
-    """FastAPI behind the service's own outermost layers (``front``): replay, which answers
-    a repeated immutable request before any of the framework's middleware, routing or
-    validation runs, then telemetry."""
+    """FastAPI behind the service's own outermost layers (``front``), from the outside in:
+    CORS (:mod:`service.cors`), which gives every answer its headers however it is made;
+    replay, which answers a repeated immutable request before any of the framework's
+    middleware, routing or validation runs; telemetry; and ``HEAD`` as ``GET``
+    (:mod:`service.head`)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -51,7 +62,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtime = app.state.runtime = Runtime(settings, telemetry)
         loading = asyncio.create_task(preload.run(tables, runtime))
         try:
-            yield
+            async with grpc_serving(runtime):
+                yield
         finally:
             loading.cancel()
 
@@ -59,12 +71,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="Positional encodings",
         version=__version__,
         summary="Sinusoidal positional encodings of transformer models, computed and served.",
+        description=_DESCRIPTION,
         lifespan=lifespan,
         dependencies=[Depends(single_valued)],
+        # served by service.routes.docs, with their assets, instead of from a CDN
+        docs_url=None,
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
     )
     telemetry = Telemetry(lambda: runtime.cache if (runtime := _runtime(app)) else None)
-    observed = TelemetryMiddleware(app.front, telemetry, json_logs=settings.log_format == "json")
+    observed = TelemetryMiddleware(
+        HeadAsGet(app.front), telemetry, json_logs=settings.log_format == "json"
+    )
     app.front = Replay(observed, cache=lambda: app.state.runtime.cache, record=observed.record)
+    origins = settings.allowed_origins()
+    if origins != frozenset():
+        app.front = Cors(app.front, origins, record=_routed(app, observed.record))
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
@@ -73,3 +95,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def _runtime(app: FastAPI) -> Runtime | None:
     return getattr(app.state, "runtime", None)
+
+
+def _routed(app: FastAPI, record: Record) -> Record:
+    """``record`` of a request answered in front of the framework (a CORS preflight), with
+    the route whose path it names, if any, for the telemetry's label."""
+    routes = [route for router in ROUTERS for route in router.routes]
+
+    def routed(scope: Scope, status: int, size: int, seconds: float) -> None:
+        scope["app"] = app  # the framework's own pages (/openapi.json) by their path
+        for route in routes:
+            if route.matches(scope)[0] is not Match.NONE:
+                scope["route"] = route
+                break
+        record(scope, status, size, seconds)
+
+    return routed

@@ -224,6 +224,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         for name, value in self.server_state.default_headers:
             head.append(name + b": " + value + b"\r\n")
         head.append(b"content-type: application/problem+json\r\n")
+        if settings().cors_origins == "*":  # as every answer of the app's (service.cors)
+            head.append(b"access-control-allow-origin: *\r\n")
         head.append(b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body))
         self.transport.write(b"".join(head) + body)
         self.transport.close()

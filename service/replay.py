@@ -6,6 +6,7 @@ An answer is replayable when it is a ``200`` to a ``GET`` with ``immutable`` in 
 headers (each read as one combined value, as negotiation reads them), so its bytes and
 headers can answer the same request again without routing, validation or encoding. Answers
 are kept in the cache, in its budget and LRU order; ``If-None-Match`` is answered here too.
+A ``HEAD`` is answered from what a ``GET`` kept (its headers alone), and keeps nothing.
 Errors and anything else always take the full path.
 """
 
@@ -75,7 +76,7 @@ class Replay:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "GET":
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
             await self.app(scope, receive, send)
             return
         fields = combined_fields(scope["headers"], _READ)
@@ -86,25 +87,30 @@ class Replay:
         key = ("replay", scope["path"], scope["query_string"], accept, encoding)
         cache = self.cache()
         kept = cache.recall(key)
+        head = scope["method"] == "HEAD"
         if kept is None:
-            await self._keep(scope, receive, send, cache, key)
+            if head:  # its answer has no body to keep
+                await self.app(scope, receive, send)
+            else:
+                await self._keep(scope, receive, send, cache, key)
             return
         start = time.perf_counter()
         scope["route"] = kept.route
-        status, size = await self._replay(kept, fields.get(b"if-none-match"), send)
+        status, size = await self._replay(kept, fields.get(b"if-none-match"), send, head)
         self.record(scope, status, size, time.perf_counter() - start)
 
     async def _replay(
-        self, kept: Replayable, if_none_match: str | None, send: Send
+        self, kept: Replayable, if_none_match: str | None, send: Send, head: bool
     ) -> tuple[int, int]:
         if matches(if_none_match, kept.etag):
             headers = [(k, v) for k, v in kept.headers if k in _KEEP_HEADERS]
             await send({"type": "http.response.start", "status": 304, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
             return 304, 0
+        body = b"" if head else kept.body  # a HEAD's: the headers alone
         await send({"type": "http.response.start", "status": 200, "headers": kept.headers})
-        await send({"type": "http.response.body", "body": kept.body})
-        return 200, len(kept.body)
+        await send({"type": "http.response.body", "body": body})
+        return 200, len(body)
 
     async def _keep(
         self, scope: Scope, receive: Receive, send: Send, cache: Cache, key: tuple[object, ...]

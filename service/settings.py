@@ -4,14 +4,17 @@ parsed where the service starts (``service.preload``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Final, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB: Final = 1 << 20
 # Positions are int32 position ids: the accuracy promise holds up to here, not past it.
 POSITION_CEILING: Final = (1 << 31) - 1
+# an origin as browsers send it: scheme://host[:port], nothing after
+_ORIGIN: Final = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#\s,*]+")
 
 
 class Settings(BaseSettings):
@@ -47,3 +50,29 @@ class Settings(BaseSettings):
     body_timeout: float = Field(30.0, gt=0, allow_inf_nan=False)
     max_image_width: int = Field(2048, ge=320)
     max_image_height: int = Field(2048, ge=240)
+    # the Open Inference Protocol over gRPC on PE_HOST:this port (the grpc extra); 0: off
+    grpc_port: int = Field(0, ge=0, le=65535)
+    # who may read answers from a page of another origin (CORS): "*" (the default: the
+    # data is public and read-only), origins separated by commas, or "" for none
+    cors_origins: str = "*"
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        # browsers send scheme and host in lower case
+        origins = [part.strip().lower() for part in value.split(",") if part.strip()]
+        if origins == ["*"]:
+            return "*"
+        for origin in origins:
+            if not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"{origin!r} is not an origin (scheme://host[:port]); "
+                    "give '*', origins separated by commas, or nothing"
+                )
+        return ",".join(origins)
+
+    def allowed_origins(self) -> frozenset[str] | None:
+        """The origins CORS lets read answers: None for every origin, empty for none."""
+        if self.cors_origins == "*":
+            return None
+        return frozenset(filter(None, self.cors_origins.split(",")))

@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from service.routes import alibi, explorer, inference, ops, pictures, rotary, sinusoidal
+from service.routes import alibi, docs, explorer, inference, ops, pictures, rotary, sinusoidal
 
 ROUTERS: list[APIRouter] = [
     sinusoidal.router,
@@ -12,4 +12,5 @@ ROUTERS: list[APIRouter] = [
     ops.router,
     inference.router,
     explorer.router,
+    docs.router,
 ]

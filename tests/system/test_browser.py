@@ -1,6 +1,7 @@
-"""The explorer in a real browser: Debian's chromium, driven by Playwright, against a real
-``python -m service``. Every request the page makes to another host is refused and counted,
-so the page is shown to work offline. A screenshot is saved in ``artifacts/``."""
+"""The explorer, /docs and /redoc in a real browser: Debian's chromium, driven by
+Playwright, against a real ``python -m service``. Every request the page makes to another
+host is refused and counted, so the pages are shown to work offline. A screenshot is saved
+in ``artifacts/``. And a page of another origin reads the API (CORS)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import json
 import shlex
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,8 +24,9 @@ import numpy as np
 import pytest
 from PIL import Image
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, Route, sync_playwright
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import CHROMIUM, FLAGS, ROOT, TABLE, running
+from tests.support import APPLY, CHROMIUM, FLAGS, ROOT, TABLE, npy_bytes, running
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = ROOT / "artifacts"
@@ -327,3 +332,146 @@ def test_the_explorer_draws_the_rope_and_alibi_views(visit: Visit) -> None:
     page.wait_for_selector('#alibi-view[data-state="ready"][data-params*="form=symmetric"]')
     assert visit.off_host == []
     assert visit.errors == []
+
+
+def test_swagger_ui_works_offline(visit: Visit) -> None:
+    """/docs draws every operation of the API from its own assets, under its strict
+    policy (no console error: nothing was refused), and runs a request from the page."""
+    page = visit.page
+    page.goto(visit.url + "/docs")
+    page.wait_for_selector(".opblock")
+    spec = httpx.get(visit.url + "/openapi.json").json()
+    operations = sum(len(methods) for methods in spec["paths"].values())
+    assert page.locator(".opblock").count() == operations
+    assert page.locator(".opblock-summary-path", has_text=TABLE).count() >= 1
+    health = page.locator(".opblock", has=page.locator('[data-path="/healthz"]'))
+    health.locator(".opblock-summary").click()
+    health.locator("button.try-out__btn").click()
+    health.locator("button.execute").click()
+    status = health.locator(".live-responses-table tbody .response-col_status")
+    status.wait_for()
+    assert status.inner_text().strip().startswith("200")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "docs.png"))
+    assert any(urlsplit(u).path == "/docs/assets/swagger-ui-bundle.js" for u in visit.requests)
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+def test_redoc_works_offline(visit: Visit) -> None:
+    page = visit.page
+    page.goto(visit.url + "/redoc")
+    page.wait_for_selector(f'[data-section-id="operation/{"getSinusoidalTable"}"]')
+    assert page.locator("[data-section-id^='operation/']").count() > 10
+    assert any(urlsplit(u).path == "/docs/assets/redoc.standalone.js" for u in visit.requests)
+    assert visit.off_host == []
+    # ReDoc's one attempt to reach another host, its logo from a CDN, is refused by the page's
+    # policy (before any request is made); ReDoc then leaves the logo out
+    assert all("cdn.redoc.ly" in error for error in visit.errors), visit.errors
+
+
+class _Page(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"<!doctype html><title>elsewhere</title><p>another origin</p>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def another_origin() -> Iterator[str]:
+    """A page served from another origin (another port of this host)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# what a page of another origin does with the API: a table, its shape from X-Shape; the
+# table again with its ETag (If-None-Match needs a preflight); an apply of a posted .npy
+# (so does its Content-Type); the HEAD of a table
+_READ_THE_API = """async ({api, npy}) => {
+  try {
+    const url = api + "/v1/encodings/sinusoidal?max_len=6&d_model=4&format=raw";
+    const table = await fetch(url);
+    const values = Array.from(new Float32Array(await table.arrayBuffer()));
+    const etag = table.headers.get("ETag");
+    const again = await fetch(url, {headers: {"If-None-Match": etag}, cache: "no-store"});
+    const apply = api + "/v1/encodings/sinusoidal/apply?max_len=6&scale=1&format=raw";
+    const applied = await fetch(apply, {
+      method: "POST", headers: {"Content-Type": "application/x-npy"}, body: new Uint8Array(npy)});
+    const sum = Array.from(new Float32Array(await applied.arrayBuffer()));
+    const head = await fetch(url.replace("max_len=6", "max_len=7"), {method: "HEAD"});
+    return {status: table.status, shape: table.headers.get("X-Shape"),
+            dtype: table.headers.get("X-Dtype"), etag, values, again: again.status,
+            applied: applied.status, appliedShape: applied.headers.get("X-Shape"), sum,
+            head: head.status, headShape: head.headers.get("X-Shape"),
+            headLength: head.headers.get("Content-Length")};
+  } catch (error) {
+    return {error: String(error)};
+  }
+}"""
+
+
+def _read_the_api(browser: Browser, api: str) -> dict[str, Any]:
+    """What a page of another origin reads of the API at ``api``. The requests are watched,
+    not intercepted: with interception, Playwright answers CORS preflights itself, and the
+    service's own answers to them would go untested."""
+    context = browser.new_context()
+    requested: list[str] = []
+    context.on("request", lambda request: requested.append(request.url))
+    try:
+        with another_origin() as origin:
+            page = context.new_page()
+            page.goto(origin + "/")
+            npy = list(npy_bytes(np.zeros((2, 4), dtype=np.float32)))
+            found: dict[str, Any] = page.evaluate(_READ_THE_API, {"api": api, "npy": npy})
+    finally:
+        context.close()
+    assert {urlsplit(u).hostname for u in requested} == {"127.0.0.1"}, requested
+    return found
+
+
+def _preflights(api: str) -> dict[str, float]:
+    """Preflights answered (204), by route."""
+    text = httpx.get(api + "/metrics").text
+    return {
+        sample.labels["route"]: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "pe_http_requests"
+        for sample in family.samples
+        if sample.labels["method"] == "OPTIONS" and sample.labels["status"] == "204"
+    }
+
+
+def test_a_page_of_another_origin_reads_the_api(browser: Browser, url: str) -> None:
+    before = _preflights(url)
+    found = _read_the_api(browser, url)
+    assert "error" not in found, found
+    assert (found["status"], found["shape"], found["dtype"]) == (200, "6,4", "float32")
+    table = np.array(found["values"], dtype=np.float32).reshape(6, 4)
+    expected = httpx.get(url + TABLE, params={"max_len": 6, "d_model": 4, "format": "npy"})
+    np.testing.assert_array_equal(table, np.load(io.BytesIO(expected.content)))
+    assert found["etag"].startswith('"')
+    assert found["again"] == 304
+    assert (found["applied"], found["appliedShape"]) == (200, "2,4")
+    np.testing.assert_array_equal(np.array(found["sum"], dtype=np.float32).reshape(2, 4), table[:2])
+    assert (found["head"], found["headShape"], found["headLength"]) == (200, "7,4", str(7 * 16))
+    after = _preflights(url)
+    for route in (TABLE, APPLY):  # If-None-Match and a Content-Type of .npy needed one
+        assert after.get(route, 0) > before.get(route, 0), after
+
+
+def test_without_cors_a_page_of_another_origin_cannot_read_the_api(browser: Browser) -> None:
+    with running({"PE_CORS_ORIGINS": ""}) as closed:
+        found = _read_the_api(browser, closed)
+    assert "Failed to fetch" in found.get("error", ""), found
