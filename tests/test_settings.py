@@ -29,6 +29,13 @@ def test_connections_and_bodies_have_timeouts(monkeypatch: pytest.MonkeyPatch) -
     assert (Settings().head_timeout, Settings().body_timeout) == (0.5, 2.5)
 
 
+def test_grpc_is_off_unless_a_port_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PE_GRPC_PORT", raising=False)
+    assert Settings().grpc_port == 0
+    monkeypatch.setenv("PE_GRPC_PORT", "8001")
+    assert Settings().grpc_port == 8001
+
+
 def test_positions_go_up_to_int32_by_default() -> None:
     assert Settings().max_position == POSITION_CEILING == 2**31 - 1
 
@@ -38,6 +45,8 @@ def test_positions_go_up_to_int32_by_default() -> None:
     [
         pytest.param({"cache_bytes": -1}, id="negative-budget"),
         pytest.param({"port": 70000}, id="port"),
+        pytest.param({"grpc_port": 70000}, id="grpc-port"),
+        pytest.param({"grpc_port": -1}, id="grpc-port-negative"),
         pytest.param({"max_position": 2**31}, id="position-past-int32"),
         pytest.param({"max_position": -1}, id="position-negative"),
         pytest.param({"head_timeout": 0}, id="head-timeout-zero"),

@@ -1,0 +1,197 @@
+"""The Open Inference Protocol over gRPC (KServe v2's ``inference.GRPCInferenceService``):
+health, metadata and ``ModelInfer`` of the same models as the REST routes, served by a
+``grpc.aio`` server on the app's event loop, with its runtime (cache, lanes, permits).
+The other methods of Triton's superset of the service answer UNIMPLEMENTED.
+
+Needs the grpc extra; :mod:`service.inference.serving` imports this module only when
+``PE_GRPC_PORT`` is set."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import grpc
+from tritonclient.grpc import service_pb2 as pb
+
+from service import handlers
+from service.errors import LimitExceeded, ServiceError
+from service.inference import grpc_wire, models, wire
+from service.runtime import Runtime
+
+SERVICE: Final = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
+# a message's names, shapes and parameters, beside its tensors' PE_MAX_BODY_BYTES
+HEADER_BYTES: Final = 64 << 10
+_INT32_MAX: Final = (1 << 31) - 1
+# the service's errors by status, as gRPC codes; a limit's is RESOURCE_EXHAUSTED, as is
+# gRPC's own refusal of a message over grpc.max_receive_message_length
+_CODES: Final = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    404: grpc.StatusCode.NOT_FOUND,
+    408: grpc.StatusCode.DEADLINE_EXCEEDED,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    415: grpc.StatusCode.INVALID_ARGUMENT,
+    422: grpc.StatusCode.INVALID_ARGUMENT,
+    499: grpc.StatusCode.CANCELLED,
+    501: grpc.StatusCode.UNIMPLEMENTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+}
+logger = logging.getLogger("service")
+T = TypeVar("T")
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def code(error: ServiceError) -> grpc.StatusCode:
+    """The gRPC status code of one of the service's errors."""
+    if isinstance(error, LimitExceeded):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+    return _CODES.get(error.status, grpc.StatusCode.INTERNAL)
+
+
+async def _answer(context: Context, work: Awaitable[T]) -> T:
+    """What ``work`` gives; a service error as its status code and detail; anything else
+    logged, and INTERNAL with no detail of it."""
+    try:
+        return await work
+    except ServiceError as exc:
+        return await context.abort(code(exc), exc.detail)
+    except Exception:
+        logger.exception("unhandled error in a gRPC call")
+        detail = "the service failed to answer this call; it has been logged"
+        return await context.abort(grpc.StatusCode.INTERNAL, detail)
+
+
+class Servicer:
+    """The methods of the service that this server speaks, on ``runtime``."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def server_live(self, request: Any, context: Context) -> Any:
+        return pb.ServerLiveResponse(live=True)
+
+    async def server_ready(self, request: Any, context: Context) -> Any:
+        return pb.ServerReadyResponse(ready=self.runtime.ready)
+
+    async def model_ready(self, request: Any, context: Context) -> Any:
+        async def ready() -> Any:
+            models.model(request.name, request.version or None)
+            return pb.ModelReadyResponse(ready=self.runtime.ready)
+
+        return await _answer(context, ready())
+
+    async def server_metadata(self, request: Any, context: Context) -> Any:
+        return pb.ServerMetadataResponse(**models.SERVER, extensions=models.EXTENSIONS)
+
+    async def model_metadata(self, request: Any, context: Context) -> Any:
+        async def metadata() -> Any:
+            document = models.model(request.name, request.version or None).document()
+            tensors = {
+                kind: [
+                    pb.ModelMetadataResponse.TensorMetadata(
+                        name=spec["name"], datatype=spec["datatype"], shape=spec["shape"]
+                    )
+                    for spec in document[kind]
+                ]
+                for kind in ("inputs", "outputs")
+            }
+            return pb.ModelMetadataResponse(
+                name=document["name"],
+                versions=document["versions"],
+                platform=document["platform"],
+                **tensors,
+            )
+
+        return await _answer(context, metadata())
+
+    async def model_infer(self, message: bytes, context: Context) -> bytes:
+        """A ``ModelInferRequest``'s bytes to a ``ModelInferResponse``'s: read, run and
+        written in worker threads (the quick lane or the CPU lane, by the message's size)."""
+        return await _answer(context, self._infer(message))
+
+    async def _infer(self, message: bytes) -> bytes:
+        runtime = self.runtime
+        elements = len(message) // 4  # about four bytes a number
+        decoded = await runtime.compute(elements, grpc_wire.decode, message)
+        served = models.model(decoded.model_name, decoded.model_version or None)
+        parsed = await runtime.compute(elements, grpc_wire.request, decoded)
+        del decoded
+        large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
+        # a large answer takes one of the permits until its message is written
+        async with runtime.large_answers if large else contextlib.nullcontext():
+            return await runtime.compute(elements, _run, runtime, served, parsed)
+
+
+def _run(runtime: Runtime, served: models.Model, request: wire.Request) -> bytes:
+    outputs, _ = models.infer_parsed(runtime, served, request)
+    return grpc_wire.encode(served.name, models.VERSION, request.id, outputs)
+
+
+def _handler(servicer: Servicer) -> grpc.GenericRpcHandler:
+    """The methods served: messages read and written by the protocol's own definitions,
+    but ``ModelInfer``'s, which pass as bytes to be read and written off the event loop."""
+
+    def method(behaviour: Callable[..., Any], name: str) -> grpc.RpcMethodHandler[Any, Any]:
+        request, response = getattr(pb, name + "Request"), getattr(pb, name + "Response")
+        return grpc.unary_unary_rpc_method_handler(
+            behaviour,
+            request_deserializer=request.FromString,
+            response_serializer=response.SerializeToString,
+        )
+
+    return grpc.method_handlers_generic_handler(
+        SERVICE,
+        {
+            "ServerLive": method(servicer.server_live, "ServerLive"),
+            "ServerReady": method(servicer.server_ready, "ServerReady"),
+            "ModelReady": method(servicer.model_ready, "ModelReady"),
+            "ServerMetadata": method(servicer.server_metadata, "ServerMetadata"),
+            "ModelMetadata": method(servicer.model_metadata, "ModelMetadata"),
+            "ModelInfer": grpc.unary_unary_rpc_method_handler(servicer.model_infer),
+        },
+    )
+
+
+def address(host: str, port: int) -> str:
+    """``host:port`` as gRPC takes it (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+class CannotListen(RuntimeError):
+    """The gRPC server cannot listen on ``PE_HOST:PE_GRPC_PORT``."""
+
+
+@contextlib.asynccontextmanager
+async def serving(runtime: Runtime) -> AsyncIterator[None]:
+    """The gRPC server on ``PE_HOST:PE_GRPC_PORT`` while the context lasts; its calls in
+    flight at the end have ``PE_SHUTDOWN_TIMEOUT`` seconds to finish."""
+    settings = runtime.settings
+    where = address(settings.host, settings.grpc_port)
+    if settings.grpc_port == settings.port:
+        raise CannotListen(f"PE_GRPC_PORT: {where} is HTTP's (PE_PORT): give another port")
+    server = grpc.aio.server(
+        options=[
+            # a message over the body limit is refused by gRPC before it is read
+            (
+                "grpc.max_receive_message_length",
+                min(settings.max_body_bytes + HEADER_BYTES, _INT32_MAX),
+            ),
+            ("grpc.max_send_message_length", -1),
+            # several workers share the port (the kernel spreads connections over them);
+            # one alone must not share it with another server unawares
+            ("grpc.so_reuseport", int(settings.workers > 1)),
+        ]
+    )
+    server.add_generic_rpc_handlers((_handler(Servicer(runtime)),))
+    try:
+        server.add_insecure_port(where)
+    except RuntimeError as exc:
+        raise CannotListen(f"PE_GRPC_PORT: cannot listen on {where}: {exc}") from None
+    await server.start()
+    logger.info("Open Inference Protocol over gRPC on %s", where)
+    try:
+        yield
+    finally:
+        await server.stop(settings.shutdown_timeout)
