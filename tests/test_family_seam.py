@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from fastapi import APIRouter, Query, Request, Response
 from numpy.typing import NDArray
+from posenc_client import Client
 from pydantic import BaseModel, ConfigDict, Field
 
 from service import handlers
 from service.app import create_app
-from service.client import Client
 from service.codecs.types import TableFormat
 from service.encodings import registry
 from service.encodings.registry import DType, Family, Rows
@@ -127,6 +127,6 @@ def test_its_limits_name_its_width(http: httpx.Client) -> None:
     assert_problem(http.get(f"{PATH}?max_len=4294967296&width=8&stop=3"), 422, "PE_MAX_POSITION")
 
 
-def test_the_client_asks_for_it_by_its_key(http: httpx.Client) -> None:
-    table = Client(http=http).encoding(RampKey(4, 0.5), 50, start=45)
+def test_the_client_asks_for_it_by_its_parameters(http: httpx.Client) -> None:
+    table = Client(http=http).encoding("ramp", 50, start=45, width=4, step=0.5)
     assert np.array_equal(table, np.arange(45, 50)[:, None] + 0.5 * np.arange(4))

@@ -16,8 +16,8 @@ import httpx
 import numpy as np
 import pytest
 from numpy.typing import NDArray
+from posenc_client import Client
 
-from service.client import Client
 from service.encodings import additive, registry
 from service.encodings.sinusoidal import SinusoidalKey
 from tests.support import APPLY, TABLE, load, npy_bytes, npz_bytes, rss_mib, serving

@@ -1,0 +1,341 @@
+// A client for the positional-encoding service: an ES module with no dependencies, on
+// `fetch` (Node 18+ and browsers). Tables arrive as raw little-endian bytes (the default),
+// `.npy` or safetensors and are decoded into typed arrays; batches to apply are posted as
+// raw bytes with X-Shape and X-Dtype headers. Error answers raise a ProblemError that
+// carries the RFC 9457 problem document. Types: index.d.ts.
+
+const ARRAYS = { float32: Float32Array, float64: Float64Array, float16: Uint16Array };
+const NPY_DTYPES = { f4: "float32", f8: "float64", f2: "float16" };
+const SAFETENSORS_DTYPES = { F32: "float32", F64: "float64", F16: "float16" };
+const FORMATS = ["raw", "npy", "safetensors"];
+const NPY_MAGIC = [0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]; // "\x93NUMPY"
+
+/** An error answer of the service: `status` and its RFC 9457 `problem` document. */
+export class ProblemError extends Error {
+  constructor(status, problem) {
+    const title = problem.title ?? "";
+    const detail = problem.detail ?? "";
+    super(`${status} ${title}: ${detail}`);
+    this.name = "ProblemError";
+    this.status = status;
+    this.problem = problem;
+    this.type = problem.type ?? "about:blank";
+    this.title = title;
+    this.detail = detail;
+  }
+}
+
+function elements(shape) {
+  return shape.reduce((product, n) => product * n, 1);
+}
+
+/** `count` elements of `dtype` at `offset` of `buffer` (an ArrayBuffer), little-endian;
+ * a view when the offset is aligned, else a copy. */
+function typed(buffer, offset, dtype, count, littleEndian = true) {
+  const Type = ARRAYS[dtype];
+  if (!Type) throw new TypeError(`unsupported dtype ${dtype}`);
+  const size = Type.BYTES_PER_ELEMENT;
+  if (offset + count * size > buffer.byteLength) {
+    throw new RangeError(`${count} ${dtype} elements need more bytes than the body has`);
+  }
+  if (littleEndian && offset % size === 0) return new Type(buffer, offset, count);
+  const out = new Type(count);
+  const view = new DataView(buffer, offset, count * size);
+  const read = { 2: "getUint16", 4: "getFloat32", 8: "getFloat64" }[size];
+  for (let i = 0; i < count; i++) out[i] = view[read](i * size, littleEndian);
+  return out;
+}
+
+function arrayBufferOf(bytes) {
+  if (bytes instanceof ArrayBuffer) return bytes;
+  return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+}
+
+/** A raw answer: little-endian C-order bytes, shaped by its X-Shape and X-Dtype headers
+ * (a `Headers` object, or `{shape, dtype}`). */
+export function decodeRaw(bytes, headers) {
+  const buffer = arrayBufferOf(bytes);
+  let shape, dtype;
+  if (typeof headers?.get === "function") {
+    const text = headers.get("x-shape");
+    shape = text ? text.split(",").map(Number) : [];
+    dtype = headers.get("x-dtype");
+  } else {
+    ({ shape, dtype } = headers);
+  }
+  const count = elements(shape);
+  if (count * ARRAYS[dtype].BYTES_PER_ELEMENT !== buffer.byteLength) {
+    throw new RangeError(`raw ${dtype} of shape ${shape} is not ${buffer.byteLength} bytes`);
+  }
+  return { data: typed(buffer, 0, dtype, count), shape, dtype };
+}
+
+/** An `.npy` file (versions 1 to 3, float16/32/64, either byte order, C order). */
+export function decodeNpy(bytes) {
+  const buffer = arrayBufferOf(bytes);
+  const head = new Uint8Array(buffer, 0, Math.min(10, buffer.byteLength));
+  if (head.length < 10 || NPY_MAGIC.some((byte, i) => head[i] !== byte)) {
+    throw new TypeError("not an .npy file");
+  }
+  const view = new DataView(buffer);
+  const version = head[6];
+  const wide = version >= 2;
+  const length = wide ? view.getUint32(8, true) : view.getUint16(8, true);
+  const start = wide ? 12 : 10;
+  const header = new TextDecoder(version >= 3 ? "utf-8" : "latin1").decode(
+    new Uint8Array(buffer, start, length),
+  );
+  const descr = /'descr':\s*'([<>|=])([a-z])(\d+)'/.exec(header);
+  const fortran = /'fortran_order':\s*(True|False)/.exec(header);
+  const shapeText = /'shape':\s*\(([^)]*)\)/.exec(header);
+  if (!descr || !fortran || !shapeText) throw new TypeError(`bad .npy header: ${header}`);
+  const dtype = NPY_DTYPES[descr[2] + descr[3]];
+  if (!dtype) throw new TypeError(`unsupported .npy dtype ${descr.slice(1).join("")}`);
+  if (fortran[1] === "True") throw new TypeError("Fortran-order .npy is not supported");
+  const shape = shapeText[1]
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map(Number);
+  const data = typed(buffer, start + length, dtype, elements(shape), descr[1] !== ">");
+  return { data, shape, dtype };
+}
+
+/** A safetensors file: `{tensors: {name: tensor}, metadata}`. */
+export function decodeSafetensors(bytes) {
+  const buffer = arrayBufferOf(bytes);
+  const view = new DataView(buffer);
+  const length = Number(view.getBigUint64(0, true));
+  if (8 + length > buffer.byteLength) throw new RangeError("safetensors header past the end");
+  const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 8, length)));
+  const { __metadata__: metadata = {}, ...entries } = header;
+  const tensors = {};
+  for (const [name, entry] of Object.entries(entries)) {
+    const dtype = SAFETENSORS_DTYPES[entry.dtype];
+    if (!dtype) throw new TypeError(`unsupported safetensors dtype ${entry.dtype} (${name})`);
+    const [begin, end] = entry.data_offsets;
+    const count = elements(entry.shape);
+    if (end - begin !== count * ARRAYS[dtype].BYTES_PER_ELEMENT) {
+      throw new RangeError(`tensor ${name}: data_offsets do not match its shape`);
+    }
+    const data = typed(buffer, 8 + length + begin, dtype, count);
+    tensors[name] = { data, shape: entry.shape, dtype, metadata };
+  }
+  return { tensors, metadata };
+}
+
+/** `{data, shape, dtype}` as an `.npy` file (version 1.0, little-endian, C order). */
+export function encodeNpy({ data, shape, dtype }) {
+  const code = { float32: "<f4", float64: "<f8", float16: "<f2" }[dtype];
+  if (!code) throw new TypeError(`unsupported dtype ${dtype}`);
+  const dims = shape.length === 1 ? `${shape[0]},` : shape.join(", ");
+  let header = `{'descr': '${code}', 'fortran_order': False, 'shape': (${dims}), }`;
+  header += " ".repeat(63 - ((10 + header.length) % 64)) + "\n"; // data aligned to 64
+  const bytes = new Uint8Array(10 + header.length + data.byteLength);
+  bytes.set(NPY_MAGIC);
+  bytes.set([1, 0, header.length & 0xff, header.length >> 8], 6);
+  bytes.set(new TextEncoder().encode(header), 10);
+  bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), 10 + header.length);
+  return bytes;
+}
+
+/** IEEE half-precision bits (a Uint16Array, as float16 tensors are held) as a Float32Array
+ * of the same values. */
+export function float16ToFloat32(bits) {
+  const out = new Float32Array(bits.length);
+  for (let i = 0; i < bits.length; i++) {
+    const h = bits[i];
+    const sign = h & 0x8000 ? -1 : 1;
+    const exponent = (h >> 10) & 0x1f;
+    const fraction = h & 0x3ff;
+    if (exponent === 0) out[i] = sign * fraction * 2 ** -24;
+    else if (exponent === 31) out[i] = fraction ? NaN : sign * Infinity;
+    else out[i] = sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+  }
+  return out;
+}
+
+/** A tensor's values as numbers: float16 bits converted, the others as they are. */
+export function valuesOf(tensor) {
+  return tensor.dtype === "float16" ? float16ToFloat32(tensor.data) : tensor.data;
+}
+
+/** `maxLen` -> `max_len`; names already in snake_case stay as they are. */
+function snake(name) {
+  return name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+}
+
+function queryOf(params) {
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    if (value === undefined || value === null) continue;
+    query.set(snake(name), Array.isArray(value) ? value.join(",") : String(value));
+  }
+  return query;
+}
+
+function nested(values, shape) {
+  if (shape.length === 1) return Array.from(values);
+  const step = elements(shape.slice(1));
+  return Array.from({ length: shape[0] }, (_, i) =>
+    nested(values.subarray(i * step, (i + 1) * step), shape.slice(1)),
+  );
+}
+
+function decode(format, bytes, headers) {
+  if (format === "npy") return decodeNpy(bytes);
+  if (format === "safetensors") return decodeSafetensors(bytes);
+  return decodeRaw(bytes, headers);
+}
+
+function only(decoded) {
+  if (!decoded.tensors) return decoded;
+  const names = Object.keys(decoded.tensors);
+  const name = names.includes("data") ? "data" : names[0];
+  if (names.length !== 1 && name !== "data") throw new TypeError(`tensors ${names}: which?`);
+  return decoded.tensors[name];
+}
+
+function halves(stacked) {
+  const [, rows, width] = stacked.shape;
+  const size = rows * width;
+  const part = (i) => ({
+    data: stacked.data.subarray(i * size, (i + 1) * size),
+    shape: [rows, width],
+    dtype: stacked.dtype,
+  });
+  return { cos: part(0), sin: part(1) };
+}
+
+/** The service over HTTP. Parameters are the query string's, in camelCase (`maxLen`) or
+ * as the service names them (`max_len`); arrays are sent comma-separated. */
+export class Client {
+  constructor(baseUrl, { fetch: fetchImpl, headers = {}, timeout } = {}) {
+    this.baseUrl = baseUrl ?? globalThis.location?.origin ?? "http://127.0.0.1:8000";
+    this.fetch = fetchImpl ?? globalThis.fetch.bind(globalThis);
+    this.headers = headers;
+    this.timeout = timeout;
+  }
+
+  async request(method, path, params = {}, { body, headers = {} } = {}) {
+    const url = new URL(path, this.baseUrl);
+    url.search = queryOf(params).toString();
+    const signal = this.timeout ? AbortSignal.timeout(this.timeout) : undefined;
+    const response = await this.fetch(url, {
+      method,
+      body,
+      headers: { ...this.headers, ...headers },
+      signal,
+    });
+    if (response.status >= 400) {
+      const text = await response.text();
+      let problem;
+      try {
+        problem = JSON.parse(text);
+      } catch {
+        problem = null;
+      }
+      if (problem === null || typeof problem !== "object") {
+        problem = { title: response.statusText, status: response.status, detail: text };
+      }
+      throw new ProblemError(response.status, problem);
+    }
+    return response;
+  }
+
+  async tensor(method, path, params, init) {
+    const format = params.format ?? "raw";
+    if (!FORMATS.includes(format)) throw new TypeError(`format must be one of ${FORMATS}`);
+    const response = await this.request(method, path, { ...params, format }, init);
+    return decode(format, await response.arrayBuffer(), response.headers);
+  }
+
+  /** Any family's table, `GET /v1/encodings/{family}`; a safetensors answer is returned
+   * whole (`{tensors, metadata}`). */
+  async encoding(family, params) {
+    return this.tensor("GET", `/v1/encodings/${family}`, params);
+  }
+
+  /** The sinusoidal table (`maxLen`, `dModel`, `base`, `layout`, `dtype`, `preset`, ...). */
+  async table(params) {
+    return only(await this.encoding("sinusoidal", params));
+  }
+
+  /** The rotary (RoPE) tables `{cos, sin}`, each `[rows, rotaryDim]`. */
+  async rotary(params) {
+    const answer = await this.encoding("rotary", params);
+    if (answer.tensors) {
+      const { cos, sin } = answer.tensors;
+      return { cos, sin, metadata: answer.metadata };
+    }
+    return halves(answer);
+  }
+
+  /** The ALiBi slopes of `numHeads` heads. */
+  async alibiSlopes(params) {
+    return only(await this.tensor("GET", "/v1/biases/alibi/slopes", params));
+  }
+
+  /** The ALiBi bias `[numHeads, rows, keyLen]`; masked entries are -Infinity. */
+  async alibiBias(params) {
+    return only(await this.tensor("GET", "/v1/biases/alibi", params));
+  }
+
+  /** `X * scale + PE[positions]` for a tensor `[L, dModel]` or `[batch, L, dModel]`. */
+  async apply(tensor, params = {}) {
+    return this.applyTo("/v1/encodings/sinusoidal/apply", tensor, params);
+  }
+
+  /** Queries or keys `[..., L, headDim]` rotated by their positions' angles. */
+  async rotaryApply(tensor, params = {}) {
+    return this.applyTo("/v1/encodings/rotary/apply", tensor, params);
+  }
+
+  async applyTo(path, tensor, { positionIds, position_ids, body = "raw", ...params }) {
+    const ids = positionIds ?? position_ids;
+    let init;
+    if (ids !== undefined) {
+      // raw bytes carry no position ids: they go with the batch as JSON
+      const document = {
+        embeddings: nested(valuesOf(tensor), tensor.shape),
+        position_ids: Array.from(ids, (row) => (typeof row === "number" ? row : Array.from(row))),
+        dtype: tensor.dtype,
+      };
+      init = { body: JSON.stringify(document), headers: { "content-type": "application/json" } };
+    } else if (body === "npy") {
+      init = { body: encodeNpy(tensor), headers: { "content-type": "application/x-npy" } };
+    } else {
+      const { data, shape, dtype } = tensor;
+      init = {
+        body: new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+        headers: {
+          "content-type": "application/octet-stream",
+          "x-shape": shape.join(","),
+          "x-dtype": dtype,
+        },
+      };
+    }
+    return only(await this.tensor("POST", path, params, init));
+  }
+
+  /** The sinusoidal presets, each with its source and formula. */
+  async presets() {
+    return (await (await this.request("GET", "/v1/presets")).json()).presets;
+  }
+
+  /** The service's cache statistics. */
+  async cacheStats() {
+    return (await this.request("GET", "/v1/cache")).json();
+  }
+
+  /** Whether the service answers `/readyz` with 200. */
+  async ready() {
+    try {
+      await this.request("GET", "/readyz");
+      return true;
+    } catch (error) {
+      if (error instanceof ProblemError) return false;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,20 @@
+"""A typed client for the positional-encoding service, sync (:class:`Client`) and async
+(:class:`AsyncClient`), on httpx. Arrays travel as ``.npy`` (``.npz`` for a batch with its
+position ids) and come back as NumPy arrays; an error answer raises :class:`ProblemError`
+with its RFC 9457 problem document. It imports nothing from the service.
+
+    from posenc_client import Client
+
+    with Client("http://127.0.0.1:8000") as pe:
+        table = pe.table(2048, 512)                      # numpy (2048, 512) float32
+        y = pe.apply(x, position_ids=ids)                # x * sqrt(d_model) + PE[ids]
+        cos, sin = pe.rotary(4096, 128, base=500000.0)   # RoPE, each (4096, 128)
+        bias = pe.alibi_bias(8, 512)                     # (8, 512, 512), -inf masked
+"""
+
+from posenc_client._async import AsyncClient
+from posenc_client._sync import Client
+from posenc_client._wire import ProblemError, Value, read_npy, write_npy
+
+__all__ = ["AsyncClient", "Client", "ProblemError", "Value", "read_npy", "write_npy"]
+__version__ = "1.0.0"

@@ -1,0 +1,82 @@
+"""The client's wire helpers without a service: ``.npy`` both ways, query values, and the
+errors answers stand for."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import httpx
+import numpy as np
+import pytest
+from posenc_client import ProblemError, read_npy, write_npy
+from posenc_client._wire import array_of, problem_of, query, wire
+
+
+@pytest.mark.parametrize("dtype", ["<f4", ">f4", "<f8", "<f2", "<i4"])
+def test_npy_round_trip(dtype: str) -> None:
+    array = np.arange(24).reshape(2, 3, 4).astype(dtype)
+    again = read_npy(write_npy(array))
+    assert again.dtype == array.dtype
+    assert np.array_equal(again, array)
+    assert again.flags.writeable
+    fortran = read_npy(write_npy(np.asfortranarray(array)))
+    assert np.array_equal(fortran, array)
+
+
+def test_npy_is_numpys_own() -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, np.eye(3, dtype=np.float32), allow_pickle=False)
+    assert np.array_equal(read_npy(buffer.getvalue()), np.eye(3))
+    loaded = np.load(io.BytesIO(write_npy(np.eye(2))), allow_pickle=False)
+    assert np.array_equal(loaded, np.eye(2))
+
+
+def test_pickles_are_neither_read_nor_written() -> None:
+    objects = np.array([{"a": 1}, None], dtype=object)
+    with pytest.raises(ValueError, match="pickle"):
+        write_npy(objects)
+    buffer = io.BytesIO()
+    np.save(buffer, objects, allow_pickle=True)
+    with pytest.raises(ValueError, match="pickle"):
+        read_npy(buffer.getvalue())
+
+
+def test_query_values() -> None:
+    assert wire(True) == "true"
+    assert wire(False) == "false"
+    assert wire(0.1) == "0.1"
+    assert wire(1 / 3) == "0.3333333333333333"
+    assert wire(7) == "7"
+    assert wire("split") == "split"
+    assert wire([1, 2.5]) == "1.0,2.5"
+    assert query({"a": 1, "b": None, "c": (0.5,)}) == {"a": "1", "c": "0.5"}
+
+
+def test_problems() -> None:
+    document = {"type": "urn:x", "title": "Bad", "status": 422, "detail": "why"}
+    error = problem_of(httpx.Response(422, json=document))
+    assert (error.status, error.type, error.title, error.detail) == (422, "urn:x", "Bad", "why")
+    assert error.problem == document
+    assert str(error) == "422 Bad: why"
+    proxy = problem_of(httpx.Response(502, text="<html>bad gateway</html>"))
+    assert proxy.status == 502
+    assert proxy.type == "about:blank"
+    assert proxy.title == "Bad Gateway"
+    assert "bad gateway" in proxy.detail
+    with pytest.raises(ProblemError):
+        array_of(httpx.Response(404, json={"title": "Not Found"}))
+
+
+def test_an_answer_that_is_not_npy_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"expected an \.npy answer"):
+        array_of(httpx.Response(200, json={"data": []}))
+
+
+def test_it_imports_nothing_from_the_service() -> None:
+    check = (
+        "import sys; import posenc_client; "
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'service'], 'service'"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True)
