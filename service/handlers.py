@@ -196,7 +196,7 @@ class Kernel(Protocol):
 @dataclass(frozen=True, slots=True)
 class Apply:
     """An apply request: the body's format and the answer's, the kernel, the family key
-    for a batch's width and dtype, and where its positions start."""
+    for a batch's width and dtype, where its positions start; a raw body's shape and dtype."""
 
     kind: BodyFormat
     fmt: Format
@@ -205,18 +205,26 @@ class Apply:
     key: Callable[[int, DType], Key]
     offset: int = 0
     max_len: int | None = None
+    layout: tuple[tuple[int, ...], str] | None = None
 
 
 def apply(runtime: Runtime, body: bytearray, request: Apply) -> Answer:
     """Decode, check, fetch the rows, compute, encode: the whole of an apply, run in a
     worker thread."""
-    arrays = _decode(body, request.kind, runtime.limits)
+    limits = runtime.limits
+    arrays = codecs.decode(
+        request.kind, body, limits.body_bytes, limits.json_elements, request.layout
+    )
     embeddings = arrays["embeddings"]
-    in_place = request.kind == "npy"  # the batch is a view of our own copy of the body
+    in_place = request.kind in codecs.VIEWS  # the batch is a view of our own copy of the body
     result = apply_arrays(runtime, embeddings, arrays.get("position_ids"), request, in_place)
-    if request.fmt == "npy" and result is embeddings:
-        # The body is the client's .npy header followed by the result: send it back as is.
-        return Answer({"content-type": codecs.types.MEDIA_TYPES["npy"]}, memoryview(body))
+    if result is embeddings and request.fmt == request.kind in ("npy", "raw"):
+        # The body is the result (after the client's .npy header): send it back as is.
+        npy = {"content-type": codecs.types.MEDIA_TYPES["npy"]}
+        raw = request.fmt == "raw"
+        return Answer(
+            codecs.raw.headers(result.shape, result.dtype) if raw else npy, memoryview(body)
+        )
     fields = {"dtype": result.dtype.name, "shape": list(result.shape)}
     return Answer(*_encode(request.fmt, fields, [result], "embeddings", request.gzip))
 
@@ -248,15 +256,6 @@ def rows_at(runtime: Runtime, key: Key, positions: NDArray[np.int64]) -> NDArray
         return np.empty((0, key.width), key.dtype)
     rows, index = _rows_for(runtime.cache, runtime.limits, key, 0, 0, None, positions)
     return registry.joined(rows)[index]
-
-
-def _decode(body: bytearray, kind: BodyFormat, limits: Limits) -> dict[str, NDArray[Any]]:
-    if kind == "npy":
-        return {"embeddings": codecs.npy.decode(body)}
-    if kind == "npz":
-        members = ("embeddings", "position_ids")
-        return codecs.npz.decode(body, limits.body_bytes, members, required=members[:1])
-    return codecs.json.decode(body, limits.json_elements)
 
 
 def _rows_for(

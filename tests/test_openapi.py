@@ -46,6 +46,7 @@ def test_the_table_operation(spec: dict[str, Any]) -> None:
         "application/json",
         "application/x-npy",
         "application/octet-stream",
+        "application/x-safetensors",
     }
     assert {"ETag", "X-Shape", "X-Dtype"} <= set(op["responses"]["200"]["headers"])
     for status in ("406", "422"):
@@ -63,12 +64,15 @@ def test_the_apply_operation(spec: dict[str, Any]) -> None:
         "application/json",
         "application/x-npy",
         "application/x-npz",
+        "application/x-safetensors",
+        "application/octet-stream",
     }
     assert set(op["responses"]["200"]["content"]) == {
         "application/json",
         "application/x-npy",
         "application/x-npz",
         "application/octet-stream",
+        "application/x-safetensors",
     }
     for status in ("400", "406", "408", "413", "415", "422"):
         assert PROBLEM in op["responses"][status]["content"]
@@ -79,6 +83,8 @@ def test_the_apply_operation(spec: dict[str, Any]) -> None:
         "offset",
         "max_len",
         "format",
+        "shape",
+        "dtype",
         "preset",
         "rounding",
         *PRESET_PARAMETERS,

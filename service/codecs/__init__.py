@@ -8,34 +8,69 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from service.codecs import json, npy, npz, raw
-from service.codecs.types import Encoded, Format, Parts
+from service.codecs import json, npy, npz, raw, safetensors
+from service.codecs.types import BodyFormat, Encoded, Format, Parts
 from service.encodings.registry import joined
+from service.errors import Limit
+
+# What an apply body holds: the batch, and (but in npy and raw bodies) its positions.
+APPLY_MEMBERS = ("embeddings", "position_ids")
+# The bodies whose batch is a view of the body's bytes, not a copy.
+VIEWS: tuple[BodyFormat, ...] = ("npy", "raw", "safetensors")
 
 
 def encode(fmt: Format, fields: Mapping[str, Any], parts: Parts, key: str = "data") -> Encoded:
-    """The concatenated ``parts`` in ``fmt``; ``fields`` describe it and appear in JSON
-    only, where the array is the member ``key``. ``npz`` names its one member ``key``."""
+    """The concatenated ``parts`` in ``fmt``; ``fields`` describe it: in JSON, where the
+    array is the member ``key``, and in safetensors' ``__metadata__``, where it is the
+    tensor ``key``. ``npz`` names its one member ``key``."""
     if fmt == "json":
         return json.encode(fields, parts, key)
     if fmt == "npy":
         return npy.encode(parts)
     if fmt == "npz":
         return npz.encode(**{key: joined(parts)})
+    if fmt == "safetensors":
+        return safetensors.encode(fields, {key: parts})
     return raw.encode(parts)
 
 
 def encode_named(fmt: Format, fields: Mapping[str, Any], arrays: Mapping[str, Parts]) -> Encoded:
     """Several arrays of one shape (each as blocks of rows) in ``fmt``: JSON and ``npz``
-    members by name; ``npy`` and ``raw`` one array stacked along a new first axis, in
-    ``arrays``' order."""
+    members and safetensors tensors by name; ``npy`` and ``raw`` one array stacked along a
+    new first axis, in ``arrays``' order."""
     if fmt == "json":
         return json.encode_named(fields, arrays)
+    if fmt == "safetensors":
+        return safetensors.encode(fields, arrays)
     if fmt == "npz":
         return npz.encode(**{name: joined(parts) for name, parts in arrays.items()})
     stacked = np.stack([joined(parts) for parts in arrays.values()])
     return npy.encode([stacked]) if fmt == "npy" else raw.encode([stacked])
+
+
+def decode(
+    kind: BodyFormat,
+    body: bytearray,
+    size: Limit,
+    numbers: Limit,
+    layout: tuple[tuple[int, ...], str] | None = None,
+) -> dict[str, NDArray[Any]]:
+    """An apply body in ``kind``: ``embeddings``, and ``position_ids`` if it has them.
+    ``size`` bounds a decompressed ``npz``, ``numbers`` a JSON body; ``layout`` is a raw
+    body's shape and dtype."""
+    if kind == "npy":
+        return {"embeddings": npy.decode(body)}
+    if kind == "raw":
+        if layout is None:
+            raise ValueError("a raw body needs its layout")  # the web layer always gives it
+        return {"embeddings": raw.decode(body, *layout)}
+    if kind == "npz":
+        return npz.decode(body, size, APPLY_MEMBERS, required=APPLY_MEMBERS[:1])
+    if kind == "safetensors":
+        return safetensors.decode(body, APPLY_MEMBERS, required=APPLY_MEMBERS[:1])
+    return json.decode(body, numbers)
 
 
 def gzip(encoded: Encoded) -> Encoded:

@@ -16,10 +16,10 @@ from service.codecs.types import Format
 from service.encodings import rotary
 from service.encodings.registry import DType, Rounding
 from service.encodings.rotation import Rotation
-from service.errors import InvalidInput, InvalidParameter, MalformedBody
+from service.errors import InvalidInput, InvalidParameter, MalformedBody, UnsupportedMediaType
 from service.schemas.common import ApplyDocument
 from service.schemas.hf_config import rotary_query
-from service.schemas.rotary import RotaryApplyQuery, RotaryTableDocument, RotaryTableQuery
+from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
 from service.settings import POSITION_CEILING
 from service.web import openapi
 from service.web.bodies import body_format, read_body
@@ -115,8 +115,9 @@ async def from_config(
     """The RoPE tables of a model, from its Hugging Face config.json; ``Content-Location``
     is the ``GET`` of the same table."""
     raw = request.scope["headers"]
-    if body_format(combined(raw, b"content-type")) != "json":
-        raise InvalidParameter("content-type", "the config is JSON: application/json")
+    content_type = combined(raw, b"content-type")
+    if body_format(content_type) != "json":  # a config.json, never a batch
+        raise UnsupportedMediaType(content_type, ["application/json"])
     body = await read_body(
         request,
         runtime.limits.config_bytes,
@@ -169,15 +170,27 @@ def _parse(body: bytes | bytearray) -> dict[str, Any]:
     response_class=Response,
     openapi_extra={"requestBody": openapi.APPLY_BODY},
     responses={
-        200: {"model": ApplyDocument, "content": openapi.APPLY_MEDIA, "description": "The result."},
+        200: {
+            "model": ApplyDocument,
+            "content": openapi.APPLY_MEDIA,
+            "description": "The result.",
+            "headers": openapi.APPLY_HEADERS,
+        },
         **openapi.problems_of(400, 406, 408, 413, 415, 422),
     },
 )
 async def apply(
-    query: Annotated[RotaryApplyQuery, Query()], request: Request, runtime: RuntimeDep
+    query: Annotated[RotaryApplyHttpQuery, Query()], request: Request, runtime: RuntimeDep
 ) -> Response:
     """Queries or keys (..., L, head_dim) rotated by their positions' angles."""
     kernel = Rotation(query.convention)
     return await apply_response(
-        request, runtime, query.format, kernel, query.key, query.offset, query.max_len
+        request,
+        runtime,
+        query.format,
+        kernel,
+        query.key,
+        query.offset,
+        query.max_len,
+        (query.shape, query.dtype),
     )

@@ -11,7 +11,7 @@ from service.encodings.additive import Additive
 from service.encodings.catalogue import PRESETS
 from service.schemas.common import ApplyDocument
 from service.schemas.presets import PresetsDocument, document
-from service.schemas.sinusoidal import ApplyQuery, TableDocument, TableQuery
+from service.schemas.sinusoidal import ApplyHttpQuery, TableDocument, TableQuery
 from service.web import openapi
 from service.web.deps import RuntimeDep
 from service.web.responses import apply_response, table_response
@@ -53,17 +53,29 @@ async def get_table(
     response_class=Response,
     openapi_extra={"requestBody": openapi.APPLY_BODY},
     responses={
-        200: {"model": ApplyDocument, "content": openapi.APPLY_MEDIA, "description": "The result."},
+        200: {
+            "model": ApplyDocument,
+            "content": openapi.APPLY_MEDIA,
+            "description": "The result.",
+            "headers": openapi.APPLY_HEADERS,
+        },
         **openapi.problems_of(400, 406, 408, 413, 415, 422),
     },
 )
 async def apply(
-    query: Annotated[ApplyQuery, Query()], request: Request, runtime: RuntimeDep
+    query: Annotated[ApplyHttpQuery, Query()], request: Request, runtime: RuntimeDep
 ) -> Response:
     """X * scale + PE[positions] for a posted embedding batch."""
     kernel = Additive(query.embedding_scale())
     return await apply_response(
-        request, runtime, query.format, kernel, query.key, query.first_row(), query.max_len
+        request,
+        runtime,
+        query.format,
+        kernel,
+        query.key,
+        query.first_row(),
+        query.max_len,
+        (query.shape, query.dtype),
     )
 
 

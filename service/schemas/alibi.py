@@ -40,7 +40,9 @@ class SlopesQuery(BaseModel):
     dtype: DType = Field("float32", description="Element type of the answer.")
     rounding: Rounding = Field("library", description=_ROUNDING)
     format: TableFormat | None = Field(
-        None, description="json, npy or raw; when absent the Accept header decides."
+        None,
+        description="json, npy, raw or safetensors (tensor data); when absent the Accept "
+        "header decides.",
     )
 
     def check(self, limits: Limits, fmt: Format) -> None:
@@ -92,7 +94,9 @@ class BiasQuery(BaseModel):
     )
     rounding: Rounding = Field("library", description=_ROUNDING)
     format: TableFormat | None = Field(
-        None, description="json, npy or raw; when absent the Accept header decides."
+        None,
+        description="json, npy, raw or safetensors (tensor data); when absent the Accept "
+        "header decides.",
     )
 
     @field_validator("start")

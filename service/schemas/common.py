@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BaseModel, Field, ValidationInfo
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from service.codecs import raw
 from service.encodings.registry import DType
 
 # smaller pictures have no room for the title, the labels and the colorbar
@@ -58,6 +59,35 @@ def within(value: int | None, info: ValidationInfo, low: str, high: str) -> int 
     if limit is not None and value > limit:
         raise PydanticCustomError("out_of_table", f"must be at most {high} ({limit})")
     return value
+
+
+class RawBodyFields(BaseModel):
+    """What a raw apply body (``application/octet-stream``: little-endian C-order numbers)
+    does not say itself, when its ``X-Shape`` and ``X-Dtype`` headers do not either. An
+    HTTP route's only: the inference protocol's tensors carry their own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shape: str | None = Field(
+        None,
+        description="Raw bodies only: the batch's shape, comma-separated (e.g. 8,128,512), "
+        "as the X-Shape header gives it; when both are given they must agree.",
+    )
+    dtype: DType | None = Field(
+        None,
+        description="Raw bodies only: the batch's dtype, as the X-Dtype header gives it; "
+        "default float32.",
+    )
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                raw.parse_shape(value)
+            except ValueError as exc:
+                raise PydanticCustomError("shape", "{reason}", {"reason": str(exc)}) from None
+        return value
 
 
 class ApplyDocument(BaseModel):

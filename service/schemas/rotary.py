@@ -18,7 +18,7 @@ from service.encodings.rotary import (
     rotary_dim,
 )
 from service.errors import InvalidParameter
-from service.schemas.common import below, within
+from service.schemas.common import RawBodyFields, below, within
 from service.settings import POSITION_CEILING
 
 _FACTOR_LIMIT = 1e9  # far above any model's; keeps the arithmetic finite
@@ -195,8 +195,9 @@ class RotaryTableQuery(RotaryFields):
     dtype: DType = Field("float32", description="Element type of cos and sin.")
     format: Format | None = Field(
         None,
-        description="json ({cos, sin}), npz (members cos and sin), npy or raw ((2, rows, "
-        "rotary_dim), cos first); when absent the Accept header decides.",
+        description="json ({cos, sin}), npz (members cos and sin), safetensors (tensors cos "
+        "and sin), npy or raw ((2, rows, rotary_dim), cos first); when absent the Accept "
+        "header decides.",
     )
 
     @field_validator("start")
@@ -245,7 +246,8 @@ class RotaryApplyQuery(RotaryFields):
     )
     format: Format | None = Field(
         None,
-        description="json, npy, npz or raw; when absent, Accept decides, else the body's format.",
+        description="json, npy, npz, raw or safetensors (tensor embeddings); when absent, "
+        "Accept decides, else the body's format.",
     )
 
     def key(self, head_dim: int, dtype: DType) -> RotaryKey:
@@ -258,6 +260,11 @@ class RotaryApplyQuery(RotaryFields):
                 )
             length = 1
         return self.rotary_key(head_dim, length, dtype)
+
+
+class RotaryApplyHttpQuery(RawBodyFields, RotaryApplyQuery):
+    """The HTTP route's parameters: :class:`RotaryApplyQuery`'s, and a raw body's shape and
+    dtype."""
 
 
 class RotaryTableDocument(BaseModel):

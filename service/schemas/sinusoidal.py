@@ -12,7 +12,7 @@ from service.encodings.catalogue import PRESETS
 from service.encodings.registry import DType, Rounding
 from service.encodings.sinusoidal import DEFAULT_BASE, Layout, SinusoidalKey
 from service.errors import InvalidParameter
-from service.schemas.common import Colormap, Height, Width, below, within
+from service.schemas.common import Colormap, Height, RawBodyFields, Width, below, within
 from service.schemas.presets import PresetFields, PresetName
 from service.settings import POSITION_CEILING
 
@@ -136,7 +136,9 @@ class TableQuery(BlockQuery):
     """Which table, which block of it, and in what form."""
 
     format: TableFormat | None = Field(
-        None, description="json, npy or raw; when absent the Accept header decides."
+        None,
+        description="json, npy, raw or safetensors (tensor data); when absent the Accept "
+        "header decides.",
     )
 
 
@@ -185,7 +187,8 @@ class ApplyQuery(PresetFields):
     )
     format: Format | None = Field(
         None,
-        description="json, npy, npz or raw; when absent, Accept decides, else the body's format.",
+        description="json, npy, npz, raw or safetensors (tensor embeddings); when absent, "
+        "Accept decides, else the body's format.",
     )
 
     def key(self, d_model: int, dtype: DType) -> SinusoidalKey:
@@ -208,6 +211,10 @@ class ApplyQuery(PresetFields):
             for p in preset.params
         }
         return preset.first_row(params)
+
+
+class ApplyHttpQuery(RawBodyFields, ApplyQuery):
+    """The HTTP route's parameters: :class:`ApplyQuery`'s, and a raw body's shape and dtype."""
 
 
 class TableDocument(BaseModel):

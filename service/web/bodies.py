@@ -1,16 +1,19 @@
-"""Posted bodies: which format a ``Content-Type`` names, and reading a body within
-``PE_MAX_BODY_BYTES`` and ``PE_BODY_TIMEOUT``."""
+"""Posted bodies: which format a ``Content-Type`` names, the shape and dtype a raw body
+declares, and reading a body within ``PE_MAX_BODY_BYTES`` and ``PE_BODY_TIMEOUT``."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from contextlib import aclosing
+from typing import TypeVar
 
 import anyio
 from fastapi import Request
 from starlette.requests import ClientDisconnect
 
-from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat
+from service.codecs import raw
+from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat, shown
 from service.errors import (
     ClientGone,
     Limit,
@@ -20,6 +23,8 @@ from service.errors import (
 )
 
 _BODY_TYPES = {MEDIA_TYPES[fmt]: fmt for fmt in BODY_FORMATS}
+# A raw body's dtype when neither X-Dtype nor the dtype parameter says (as a JSON body's).
+RAW_DTYPE = "float32"
 
 
 def body_format(content_type: str | None) -> BodyFormat:
@@ -28,6 +33,52 @@ def body_format(content_type: str | None) -> BodyFormat:
     if media not in _BODY_TYPES:
         raise UnsupportedMediaType(content_type, list(_BODY_TYPES))
     return _BODY_TYPES[media]
+
+
+def raw_layout(
+    headers: Iterable[tuple[bytes, bytes]], shape: str | None, dtype: str | None
+) -> tuple[tuple[int, ...], str]:
+    """The shape and dtype of a raw body: from its ``X-Shape`` and ``X-Dtype`` headers or
+    the ``shape`` and ``dtype`` parameters (already checked), which must agree when both
+    are given; the dtype defaults to float32. 400 for a shape given nowhere, a header that
+    is malformed or repeated, or a header and a parameter that disagree."""
+    fields: dict[bytes, list[str]] = {b"x-shape": [], b"x-dtype": []}
+    for name, value in headers:
+        if name in fields:
+            fields[name].append(value.decode("latin-1"))
+    declared_shape = _declared("X-Shape", fields[b"x-shape"], "shape", shape, raw.parse_shape)
+    declared_dtype = _declared("X-Dtype", fields[b"x-dtype"], "dtype", dtype, raw.parse_dtype)
+    if declared_shape is None:
+        raise MalformedBody(
+            f"a raw body ({MEDIA_TYPES['raw']}) needs its shape: send the X-Shape header "
+            "(e.g. X-Shape: 8,128,512) or the shape parameter, and X-Dtype or dtype if it "
+            f"is not {RAW_DTYPE}"
+        )
+    return declared_shape, declared_dtype or RAW_DTYPE
+
+
+_T = TypeVar("_T")
+
+
+def _declared(
+    header: str, values: list[str], name: str, param: str | None, parse: Callable[[str], _T]
+) -> _T | None:
+    """What the header (given at most once) or the parameter says; both: the same."""
+    if len(values) > 1:
+        raise MalformedBody(f"{header} is given {len(values)} times; give it once")
+    try:
+        from_header = parse(values[0]) if values else None
+    except ValueError as exc:
+        raise MalformedBody(f"{header}: {exc}") from None
+    from_param = None if param is None else parse(param)
+    if from_header is None:
+        return from_param
+    if from_param is not None and from_param != from_header:
+        raise MalformedBody(
+            f"{header} ({shown(values[0].strip())}) and the {name} parameter "
+            f"({shown(param or '')}) disagree: give one of them, or the same value"
+        )
+    return from_header
 
 
 async def read_body(

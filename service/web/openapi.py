@@ -43,10 +43,15 @@ TABLE_MEDIA: Final = media(TABLE_FORMATS)
 APPLY_MEDIA: Final = media(FORMATS)
 APPLY_BODY: Final[dict[str, Any]] = {
     "required": True,
+    "description": "The batch: JSON; an .npy file; an .npz archive or a safetensors file "
+    "(embeddings, optional position_ids); or raw little-endian C-order numbers, whose shape "
+    "and dtype the X-Shape and X-Dtype headers (or the shape and dtype parameters) give.",
     "content": {
         "application/json": {"schema": ApplyBody.model_json_schema()},
         MEDIA_TYPES["npy"]: BINARY,
         MEDIA_TYPES["npz"]: BINARY,
+        MEDIA_TYPES["safetensors"]: BINARY,
+        MEDIA_TYPES["raw"]: BINARY,
     },
 }
 TABLE_HEADERS: Final = {
@@ -55,6 +60,13 @@ TABLE_HEADERS: Final = {
         "ETag": "Strong validator; send it back in If-None-Match for a 304.",
         "Cache-Control": "public, max-age=31536000, immutable: tables never change.",
         "X-Shape": "raw only: rows,cols of the block.",
+        "X-Dtype": "raw only: float32, float64 or float16.",
+    }.items()
+}
+APPLY_HEADERS: Final = {
+    name: {"description": text, "schema": {"type": "string"}}
+    for name, text in {
+        "X-Shape": "raw only: the result's shape, comma-separated.",
         "X-Dtype": "raw only: float32, float64 or float16.",
     }.items()
 }

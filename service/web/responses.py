@@ -11,11 +11,12 @@ from fastapi import Request, Response
 from starlette.types import Receive, Scope, Send
 
 from service import handlers
-from service.codecs.types import FORMATS, TABLE_FORMATS, Format
+from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, Format
 from service.encodings.registry import DType, Key
+from service.errors import InvalidParameter
 from service.pacing import PATIENCE
 from service.runtime import Runtime
-from service.web.bodies import body_format, read_body
+from service.web.bodies import body_format, raw_layout, read_body
 from service.web.conditional import IMMUTABLE, fields_etag, matches
 from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
@@ -141,12 +142,18 @@ async def apply_response(
     key: Callable[[int, DType], Key],
     offset: int,
     max_len: int | None,
+    layout: tuple[str | None, str | None] = (None, None),
 ) -> Response:
-    """The whole of an apply request: the body's format (``Content-Type``), the answer's
-    (``fmt``, else ``Accept``, else the body's), the body read within its limits, and the
-    kernel run on it in a worker thread, cancelled if the client leaves."""
+    """The whole of an apply request: the body's format (``Content-Type``; a raw body's
+    shape and dtype from its headers or ``layout``, the query's), the answer's (``fmt``,
+    else ``Accept``, else the body's), the body read within its limits, and the kernel run
+    on it in a worker thread, cancelled if the client leaves."""
     raw = request.scope["headers"]
     kind = body_format(combined(raw, b"content-type"))
+    declared = raw_layout(raw, *layout) if kind == "raw" else None
+    for name, value in zip(("shape", "dtype"), layout, strict=True):
+        if value is not None and kind != "raw":
+            raise InvalidParameter(name, f"is for a raw body ({MEDIA_TYPES['raw']}) only")
     offered = (kind, *(other for other in FORMATS if other != kind))
     chosen = fmt or negotiate(combined(raw, b"accept"), offered)
     gzip = chosen == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
@@ -158,7 +165,7 @@ async def apply_response(
         min_rate=runtime.settings.min_read_rate,
         grace=runtime.settings.send_timeout,
     )
-    plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len)
+    plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
     # about four bytes a number in every body format: its size says which lane
     answer = await unless_gone(
         request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)

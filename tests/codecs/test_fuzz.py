@@ -1,7 +1,8 @@
 """The body decoders under hostile input: a seeded mutation fuzzer over valid ``.npy``,
-``.npz`` and JSON bodies, and hypothesis strategies for the parts worth generating whole.
-Whatever comes in, a decoder returns arrays or raises one of the service's own errors:
-anything else would be a 500."""
+``.npz``, safetensors and JSON bodies, and hypothesis strategies for the parts worth
+generating whole. Whatever comes in, a decoder returns arrays or raises one of the
+service's own errors: anything else would be a 500. What the safetensors codec reads, the
+library reads too, to the same tensors."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from typing import Any, Final
 import numpy as np
 import orjson
 import pytest
+import safetensors
+import safetensors.numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.codecs import json, npy, npz
+from service.codecs import safetensors as safetensors_codec
 from service.errors import Limit, ServiceError
 from tests.support import npy_bytes, npz_bytes
 
@@ -45,6 +49,20 @@ def decode_npz(body: bytes) -> object:
     with contextlib.suppress(ServiceError):  # the decompressed-size bound's path too
         npz.decode(body, TIGHT, MEMBERS, MEMBERS[:1])
     return npz.decode(body, ROOMY, MEMBERS, MEMBERS[:1])
+
+
+def decode_safetensors(body: bytes) -> object:
+    buffer = bytearray(body)
+    arrays = safetensors_codec.decode(buffer, MEMBERS, MEMBERS[:1])
+    # the library reads what the codec reads (it raises, failing the test, if it refuses)
+    read = dict(safetensors.deserialize(body))  # type: ignore[no-untyped-call]
+    assert set(read) == set(arrays)
+    for name, array in arrays.items():
+        assert read[name]["shape"] == list(array.shape)
+        assert read[name]["data"] == array.tobytes()
+        if array.size:  # a view of the body, not a copy
+            assert np.shares_memory(array, np.frombuffer(buffer, np.uint8))
+    return arrays
 
 
 def decode_json(body: bytes) -> object:
@@ -101,6 +119,18 @@ def _compressed(**arrays: np.ndarray[Any, Any]) -> bytes:
     return buffer.getvalue()
 
 
+def _seeds_safetensors() -> list[bytes]:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    save = safetensors.numpy.save
+    return [
+        safetensors_codec.encode({"dtype": "float32", "shape": [3, 4]}, {"embeddings": [x]})[1],
+        save({"embeddings": x, "position_ids": np.arange(3, dtype=np.int32)}),
+        save({"embeddings": x.astype(np.float16)}, metadata={"format": "np"}),
+        save({"embeddings": x[None].astype(np.float64), "position_ids": np.arange(3)[None]}),
+        save({"embeddings": np.zeros((0, 4), np.float32)}),
+    ]
+
+
 def _seeds_json() -> list[bytes]:
     return [
         b'{"embeddings": [[1.0, 2.5], [3, -4e-3]]}',
@@ -140,6 +170,24 @@ NPY_SPLICES: Final = [
     b"{}",
     b"'fortran_order'",
     b"9" * 5000,
+]
+SAFETENSORS_TOKENS: Final = re.compile(rb'\d+|"[A-Za-z0-9_]*"|\[|\]|\{|\}')
+SAFETENSORS_SPLICES: Final = [
+    *(f'"{dtype}"'.encode() for dtype in ("BF16", "BOOL", "F16", "F64", "I8", "U64", "C64")),
+    b'"__metadata__"',
+    b'"position_ids"',
+    b'"weights"',
+    b"[]",
+    b"[0]",
+    b"[0,0]",
+    b"[0, 4611686018427387904, 4]",
+    b"18446744073709551615",
+    b"1180591620717411303424",
+    b"-1",
+    b"1.5",
+    b"null",
+    b'{"a":1}',
+    b"[" * 2000,
 ]
 JSON_TOKENS: Final = re.compile(rb'-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|"[a-z0-9_]*"|\[|\]')
 JSON_SPLICES: Final = [
@@ -205,6 +253,12 @@ def mutate(
 FORMATS: Final = {
     "npy": (decode_npy, _seeds_npy, NPY_TOKENS, NPY_SPLICES),
     "npz": (decode_npz, _seeds_npz, NPY_TOKENS, NPY_SPLICES),
+    "safetensors": (
+        decode_safetensors,
+        _seeds_safetensors,
+        SAFETENSORS_TOKENS,
+        SAFETENSORS_SPLICES,
+    ),
     "json": (decode_json, _seeds_json, JSON_TOKENS, JSON_SPLICES),
 }
 
@@ -225,6 +279,25 @@ def test_mutated_bodies_decode_or_are_refused(fmt: str, seed: int) -> None:
     # the fuzzer reaches both sides, or it tests nothing
     assert outcomes.get("decoded", 0) > 0, outcomes
     assert outcomes.get("MalformedBody", 0) + outcomes.get("InvalidInput", 0) > CASES // 4
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_mutated_safetensors_headers_keep_their_length_true(seed: int) -> None:
+    """The same for a safetensors header alone, its length then written true, so that
+    most cases reach the checks past the JSON text (each entry, names, offsets)."""
+    rng = random.Random(seed)
+    bodies = _seeds_safetensors()
+    outcomes: dict[str, int] = {}
+    for case in range(CASES):
+        body = rng.choice(bodies)
+        end = 8 + int.from_bytes(body[:8], "little")
+        text = mutate(rng, body[8:end], SAFETENSORS_TOKENS, SAFETENSORS_SPLICES)
+        framed = len(text).to_bytes(8, "little") + text + body[end:]
+        result = outcome(decode_safetensors, framed, f"safetensors seed {seed} case {case}")
+        outcomes[result] = outcomes.get(result, 0) + 1
+    assert outcomes.get("decoded", 0) > 0, outcomes
+    assert outcomes.get("MalformedBody", 0) > CASES // 4, outcomes
+    assert outcomes.get("InvalidInput", 0) > 0, outcomes
 
 
 def header(descr: object, fortran: object, shape: object) -> bytes:
@@ -255,6 +328,32 @@ def test_generated_npy_header_text(text: str, version: bytes) -> None:
     width = 2 if version == b"\x01\x00" else 4
     body = b"\x93NUMPY" + version + len(raw).to_bytes(width, "little") + raw
     outcome(decode_npy, body, "generated header text")
+
+
+dims = st.integers(0, 4) | st.integers(-2, 2**65) | st.booleans() | st.floats(0, 4)
+tensor_entries = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(["F32", "F16", "F64", "I64", "U8", "BF16", "BOOL", "X"]),
+        "shape": st.lists(dims, max_size=4) | st.integers(),
+        "data_offsets": st.lists(st.integers(-1, 80) | st.integers(-(2**70), 2**70), max_size=3),
+    },
+    optional={"extra": st.integers()},
+)
+
+
+@FUZZ
+@given(
+    st.dictionaries(
+        st.sampled_from(["embeddings", "position_ids", "other", "__metadata__"]),
+        tensor_entries | st.dictionaries(st.text(max_size=3), st.text(max_size=3)),
+        max_size=3,
+    ),
+    st.integers(0, 80),
+)
+def test_generated_safetensors_headers(header: dict[str, Any], size: int) -> None:
+    text = stdlib_json.dumps(header).encode()
+    body = len(text).to_bytes(8, "little") + text + bytes(range(size))
+    outcome(decode_safetensors, body, "generated safetensors header")
 
 
 json_leaves = (

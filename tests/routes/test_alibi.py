@@ -342,7 +342,8 @@ def test_the_operations_are_documented() -> None:
     assert (slopes["operationId"], bias["operationId"]) == ("getAlibiSlopes", "getAlibiBias")
     for op in (slopes, bias):
         assert op["summary"]
-        assert set(op["responses"]["200"]["content"]) == {"application/json", NPY, RAW}
+        media = {"application/json", NPY, RAW, "application/x-safetensors"}
+        assert set(op["responses"]["200"]["content"]) == media
         assert {"ETag", "X-Shape", "X-Dtype"} <= set(op["responses"]["200"]["headers"])
         assert "application/problem+json" in op["responses"]["422"]["content"]
     names = [p["name"] for p in bias["parameters"]]

@@ -1020,6 +1020,9 @@ def test_from_config_takes_only_json(http: httpx.Client) -> None:
     response = http.post(FROM_CONFIG, content=body, headers={"content-type": "text/plain"})
     assert_problem(response, 415, "Content-Type")
     assert http.post(FROM_CONFIG, content=body).status_code == 415
+    for media in ("application/x-npy", "application/octet-stream", "application/x-safetensors"):
+        response = http.post(FROM_CONFIG, content=body, headers={"content-type": media})
+        assert_problem(response, 415, media, "application/json")
 
 
 def test_from_config_unknown_fields_are_ignored(http: httpx.Client) -> None:

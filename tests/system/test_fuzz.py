@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 SPEC = ROOT / "openapi" / "openapi.json"
 
 
-@schemathesis.serializer("application/x-npy", "application/x-npz")
+@schemathesis.serializer("application/x-npy", "application/x-npz", "application/x-safetensors")
 def binary(ctx: schemathesis.SerializationContext, value: object) -> bytes:
     """Binary bodies go out as generated: mostly not valid .npy, which must get a 4xx."""
     return value if isinstance(value, bytes) else str(value).encode()

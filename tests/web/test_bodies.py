@@ -23,7 +23,7 @@ from service.errors import (
     ServiceError,
     UnsupportedMediaType,
 )
-from service.web.bodies import body_format, read_body
+from service.web.bodies import body_format, raw_layout, read_body
 from tests.support import APPLY
 
 LIMIT = Limit(1 << 30, "PE_MAX_BODY_BYTES")
@@ -36,6 +36,8 @@ STALL, LEAVE = "stall", "leave"
         ("application/x-npy", "npy"),
         ("Application/JSON; charset=utf-8", "json"),
         ("application/x-npz", "npz"),
+        ("application/x-safetensors", "safetensors"),
+        ("application/octet-stream", "raw"),
     ],
 )
 def test_body_formats(content_type: str, fmt: str) -> None:
@@ -46,6 +48,65 @@ def test_body_formats(content_type: str, fmt: str) -> None:
 def test_other_media_types_are_415(content_type: str | None) -> None:
     with pytest.raises(UnsupportedMediaType):
         body_format(content_type)
+
+
+def fields(**headers: str) -> list[tuple[bytes, bytes]]:
+    return [(name.replace("_", "-").encode(), value.encode()) for name, value in headers.items()]
+
+
+@pytest.mark.parametrize(
+    ("headers", "shape", "dtype", "expected"),
+    [
+        pytest.param(fields(x_shape="8,128,512"), None, None, ((8, 128, 512), "float32"), id="h"),
+        pytest.param([], "2,3", "float16", ((2, 3), "float16"), id="query"),
+        pytest.param(fields(x_shape="2, 3", x_dtype="float64"), "2,3", "float64", None, id="both"),
+        pytest.param(fields(x_dtype=" float16 "), "4,4", None, ((4, 4), "float16"), id="mixed"),
+    ],
+)
+def test_a_raw_body_declares_its_layout(
+    headers: list[tuple[bytes, bytes]],
+    shape: str | None,
+    dtype: str | None,
+    expected: tuple[tuple[int, ...], str] | None,
+) -> None:
+    assert raw_layout(headers, shape, dtype) == (expected or ((2, 3), "float64"))
+
+
+@pytest.mark.parametrize(
+    ("headers", "shape", "dtype", "words"),
+    [
+        pytest.param([], None, None, ["X-Shape", "shape parameter"], id="no-shape"),
+        pytest.param(fields(x_dtype="float32"), None, None, ["X-Shape"], id="dtype-only"),
+        pytest.param(fields(x_shape="2,-3"), None, None, ["X-Shape: '2,-3'"], id="negative"),
+        pytest.param(fields(x_shape="9" * 40), None, None, ["X-Shape", "too large"], id="digits"),
+        pytest.param(fields(x_shape="2,3", x_dtype="int8"), None, None, ["X-Dtype"], id="int8"),
+        pytest.param(
+            [(b"x-shape", b"2"), (b"x-shape", b"3")], None, None, ["X-Shape is given 2"], id="2x"
+        ),
+        pytest.param(
+            fields(x_shape="2,3"),
+            "2,4",
+            None,
+            ["X-Shape (2,3)", "shape parameter (2,4)"],
+            id="shapes-differ",
+        ),
+        pytest.param(
+            fields(x_shape="2,3", x_dtype="float16"),
+            None,
+            "float32",
+            ["X-Dtype (float16)", "dtype parameter (float32)"],
+            id="dtypes-differ",
+        ),
+    ],
+)
+def test_a_raw_layout_that_is_missing_or_contradicts_itself_is_400(
+    headers: list[tuple[bytes, bytes]], shape: str | None, dtype: str | None, words: list[str]
+) -> None:
+    with pytest.raises(MalformedBody) as caught:
+        raw_layout(headers, shape, dtype)
+    assert caught.value.status == 400
+    for word in words:
+        assert word in caught.value.detail
 
 
 def test_a_limit_names_its_setting() -> None:

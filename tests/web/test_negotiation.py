@@ -19,6 +19,10 @@ from service.web.negotiation import accepts_gzip, combined, negotiate
         pytest.param("application/json", "json", id="json"),
         pytest.param("application/x-npy", "npy", id="npy"),
         pytest.param("application/octet-stream", "raw", id="raw"),
+        pytest.param("application/x-safetensors", "safetensors", id="safetensors"),
+        pytest.param(
+            "application/x-npy;q=0.5, application/x-safetensors;q=0.8", "safetensors", id="st-q"
+        ),
         pytest.param("APPLICATION/X-NPY", "npy", id="case-insensitive"),
         pytest.param("text/html, application/x-npy;q=0.5", "npy", id="skip-unknown"),
         pytest.param("application/json;q=0.5, application/x-npy", "npy", id="q-wins"),
@@ -49,6 +53,7 @@ def test_negotiation(accept: str | None, expected: str) -> None:
         pytest.param(
             "application/json;q=0, application/x-npy;q=0, application/octet-stream;q=0", id="all-q0"
         ),
+        pytest.param("application/x-safetensors;q=0", id="safetensors-q0"),
     ],
 )
 def test_nothing_acceptable_is_406(accept: str) -> None:
@@ -56,6 +61,7 @@ def test_nothing_acceptable_is_406(accept: str) -> None:
         negotiate(accept)
     assert caught.value.status == 406
     assert "application/x-npy" in caught.value.extensions["available"]
+    assert "application/x-safetensors" in caught.value.extensions["available"]
 
 
 @pytest.mark.parametrize(
