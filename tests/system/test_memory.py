@@ -42,6 +42,14 @@ CASES = [
     ),
     pytest.param(
         "GET",
+        f"{TABLE}?max_len=131072&d_model=128&format=safetensors",
+        None,
+        # its rows, the whole array the library takes, the library's buffer and its bytes
+        lambda answer, body: 4 * answer + SLACK,
+        id="safetensors-table-64MiB",
+    ),
+    pytest.param(
+        "GET",
         f"{TABLE}?max_len=16384&d_model=128&format=json",
         None,
         lambda answer, body: 2 * answer + SLACK,
