@@ -26,6 +26,7 @@ from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.codecs.types import shown
 from service.web.problems import problem
 
 METHODS: Final = ("GET", "HEAD", "POST")
@@ -121,15 +122,17 @@ class Cors:
         """Why a preflight is refused, or None."""
         if self.origins is not None and origin.decode("latin-1").lower() not in self.origins:
             return (
-                f"pages of {origin.decode('latin-1')!r} may not read this service's answers "
+                f"pages of {shown(origin.decode('latin-1'))!r} may not read this service's answers "
                 "(PE_CORS_ORIGINS)"
             )
         if method not in METHODS:
-            return f"{method} is not allowed from another origin; allowed: {', '.join(METHODS)}"
+            return (
+                f"{shown(method)} is not allowed from another origin; allowed: {', '.join(METHODS)}"
+            )
         unknown = [name for name in requested if name not in REQUEST_HEADERS]
         if unknown:
             return (
-                f"the request headers {', '.join(unknown)} are not allowed from another "
+                f"the request headers {shown(', '.join(unknown))} are not allowed from another "
                 f"origin; allowed: {', '.join(REQUEST_HEADERS)}"
             )
         return None

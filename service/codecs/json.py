@@ -74,6 +74,8 @@ def decode(body: bytes | bytearray, numbers: Limit) -> dict[str, NDArray[Any]]:
     element type. At most ``numbers`` numbers are parsed. A field given twice is refused,
     where a JSON parser would quietly keep the last."""
     numbers.check("the JSON body's numbers", body.count(b",") + 1)
+    # and its lists and objects: a nested empty list costs 2 bytes and some 60 parsed
+    numbers.check("the JSON body's lists and objects", body.count(b"[") + body.count(b"{"))
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

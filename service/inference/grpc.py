@@ -116,9 +116,16 @@ class Servicer:
         elements = len(message) // 4  # about four bytes a number
         decoded = await runtime.compute(elements, grpc_wire.decode, message)
         served = models.model(decoded.model_name, decoded.model_version or None)
-        parsed = await runtime.compute(elements, grpc_wire.request, decoded)
+        limit = runtime.limits.json_elements
+        parsed = await runtime.compute(elements, grpc_wire.request, decoded, limit)
         del decoded
-        large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
+        answer = models.answer_bytes(served, parsed)
+        # gRPC keeps an answer until its client has read it all, outside the slow
+        # clients' budget: one answer is at most a body's size (as a message is)
+        runtime.limits.body_bytes.check(
+            "the answer's bytes (over gRPC)", answer, hint="ask for more over REST"
+        )
+        large = answer > handlers.LARGE_ANSWER_BYTES
         # a large answer takes one of the permits until its message is written
         async with runtime.large_answers if large else contextlib.nullcontext():
             return await runtime.compute(elements, _run, runtime, served, parsed)
@@ -178,7 +185,10 @@ async def serving(runtime: Runtime) -> AsyncIterator[None]:
                 "grpc.max_receive_message_length",
                 min(settings.max_body_bytes + HEADER_BYTES, _INT32_MAX),
             ),
-            ("grpc.max_send_message_length", -1),
+            (
+                "grpc.max_send_message_length",
+                min(settings.max_body_bytes + HEADER_BYTES, _INT32_MAX),
+            ),
             # several workers share the port (the kernel spreads connections over them);
             # one alone must not share it with another server unawares
             ("grpc.so_reuseport", int(settings.workers > 1)),

@@ -13,8 +13,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2 as pb
 
-from service.codecs.types import MAX_DIMS, shown
-from service.errors import InvalidInput, InvalidParameter, MalformedBody
+from service.codecs.types import shown
+from service.errors import InvalidInput, InvalidParameter, Limit, MalformedBody
 from service.inference import wire
 
 # The typed contents field a datatype's numbers may come in; FP16 has none (raw bytes only).
@@ -46,10 +46,16 @@ def decode(message: bytes) -> Any:
         raise MalformedBody("the message is not a ModelInferRequest") from None
 
 
-def request(message: Any) -> wire.Request:
+def request(message: Any, numbers: Limit) -> wire.Request:
     """A ``ModelInferRequest`` as the request the models run: its inputs' data from
     ``raw_input_contents`` (one entry an input, in their order) or from their typed
-    ``contents``; its parameters as Python values; every output as raw bytes."""
+    ``contents`` (at most ``numbers`` of them in all, as JSON tensors); its parameters as
+    Python values; every output as raw bytes."""
+    wire.check_inputs(len(message.inputs))
+    numbers.check(
+        "the typed contents' numbers",
+        sum(len(values) for spec in message.inputs for _, values in spec.contents.ListFields()),
+    )
     raw = message.raw_input_contents
     if raw and len(raw) != len(message.inputs):
         raise MalformedBody(
@@ -60,7 +66,7 @@ def request(message: Any) -> wire.Request:
     for index, spec in enumerate(message.inputs):
         tensor = _tensor(spec, raw[index] if raw else None)
         if tensor.name in inputs:
-            raise InvalidInput(f"inputs[{index}].name", f"{tensor.name!r} is given twice")
+            raise InvalidInput(f"inputs[{index}].name", f"{shown(tensor.name)!r} is given twice")
         inputs[tensor.name] = tensor
     parameters = {key: _value(key, value) for key, value in message.parameters.items()}
     # REST's choice of binary outputs for all; over gRPC every output is raw bytes
@@ -70,12 +76,12 @@ def request(message: Any) -> wire.Request:
         outputs = {}
         for spec in message.outputs:
             _supported(spec.parameters, spec.name)
-            outputs[spec.name] = True
+            outputs[shown(spec.name)] = True
     return wire.Request(message.id or None, parameters, inputs, outputs, True)
 
 
 def _tensor(spec: Any, raw: bytes | None) -> wire.Tensor:
-    name: str = spec.name
+    name = shown(spec.name)
     _supported(spec.parameters, name)
     datatype: str = spec.datatype
     if datatype not in wire.DATATYPES:
@@ -84,11 +90,8 @@ def _tensor(spec: Any, raw: bytes | None) -> wire.Tensor:
             f"{shown(datatype)!r} is not one of {', '.join(wire.DATATYPES)}",
         )
     shape = tuple(spec.shape)
-    if len(shape) > MAX_DIMS or any(n < 0 for n in shape):
-        raise InvalidInput(
-            f"{name}.shape", f"must be at most {MAX_DIMS} non-negative sizes, not {list(shape)}"
-        )
     dtype = wire.DATATYPES[datatype]
+    wire.check_shape(shape, name, dtype)
     count = math.prod(shape)
     given = [field.name for field, _ in spec.contents.ListFields()]
     if raw is not None:
@@ -130,7 +133,7 @@ def _value(key: str, parameter: Any) -> bool | int | float | str:
     """An ``InferParameter``'s value (a ``oneof``) as its Python value."""
     kind = parameter.WhichOneof("parameter_choice")
     if kind is None:
-        raise InvalidParameter(key, "has no value")
+        raise InvalidParameter(shown(key), "has no value")
     value: bool | int | float | str = getattr(parameter, kind)
     return value
 

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
 from service import __version__, handlers
-from service.codecs.types import Format, Headers
+from service.codecs.types import Format, Headers, shown
 from service.encodings.additive import Additive
 from service.encodings.rotation import Rotation
 from service.errors import InvalidInput, InvalidParameter, ServiceError
@@ -93,7 +93,7 @@ def _validated(model: Model, parameters: Mapping[str, Any], **given: Any) -> Any
     for name in parameters:
         if name not in model.parameters:
             raise InvalidParameter(
-                name, f"is not a parameter of {model.name} ({', '.join(model.parameters)})"
+                shown(name), f"is not a parameter of {model.name} ({', '.join(model.parameters)})"
             )
     try:
         # strictly: the protocol's parameters are typed (a boolean is not a number, nor
@@ -196,9 +196,9 @@ def model(name: str, version: str | None = None) -> Model:
     """The model of that name (and version, if given); else :class:`UnknownModel`."""
     found = MODELS.get(name)
     if found is None:
-        raise UnknownModel(f"no model named {name!r}; the models are {', '.join(MODELS)}")
+        raise UnknownModel(f"no model named {shown(name)!r}; the models are {', '.join(MODELS)}")
     if version is not None and version != VERSION:
-        raise UnknownModel(f"model {name!r} has no version {version!r}; it has {VERSION}")
+        raise UnknownModel(f"model {name!r} has no version {shown(version)!r}; it has {VERSION}")
     return found
 
 
@@ -224,13 +224,14 @@ def infer_parsed(
 
 
 def answer_bytes(served: Model, request: wire.Request) -> int:
-    """At most how many bytes the answer's tensors take, from the request alone (before
-    any check): the batch's, or the rows' at the largest dtype."""
+    """How many bytes the answer's tensors take, from the request alone (before any
+    check): the batch's, or the rows' at the dtype asked for."""
     if served is SINUSOIDAL:
         positions, width = request.inputs.get("positions"), request.parameters.get("d_model")
         if positions is None or type(width) is not int:
             return 0
-        return positions.array.size * max(width, 0) * 8
+        itemsize = {"float64": 8, "float16": 2}.get(str(request.parameters.get("dtype")), 4)
+        return positions.array.size * max(width, 0) * itemsize
     embeddings = request.inputs.get("embeddings")
     return 0 if embeddings is None else embeddings.array.nbytes
 

@@ -6,6 +6,7 @@ either form. Pure: bytes and arrays, no HTTP."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -30,6 +31,10 @@ NAMES: Final = {dtype.name: name for name, dtype in DATATYPES.items()}
 # A request parameter of the protocol itself, not of a model: binary outputs for all.
 BINARY_OUTPUT: Final = "binary_data_output"
 _REQUEST_FIELDS: Final = {"id", "parameters", "inputs", "outputs"}
+# More inputs than any model takes are refused before any is read.
+MAX_INPUTS: Final = 8
+# numpy's largest array, in bytes
+_LARGEST: Final = np.iinfo(np.intp).max
 _TENSOR_FIELDS: Final = {"name", "shape", "datatype", "parameters", "data"}
 
 
@@ -60,7 +65,7 @@ def header_length(value: str | None, body_bytes: int) -> int | None:
     if value is None:
         return None
     value = value.strip()
-    if not value.isdigit() or len(value) > 20 or int(value) > body_bytes:
+    if not (value.isascii() and value.isdigit()) or len(value) > 20 or int(value) > body_bytes:
         raise MalformedBody(
             f"Inference-Header-Content-Length must be a byte count within the body's "
             f"{body_bytes:,} bytes, not {shown(value)!r}"
@@ -75,6 +80,11 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     view = memoryview(body)
     head = view if length is None else view[:length]
     numbers.check("the JSON header's numbers", body.count(b",", 0, len(head)) + 1)
+    # and its lists and objects: a nested empty list costs 2 bytes and some 60 parsed
+    numbers.check(
+        "the JSON header's lists and objects",
+        body.count(b"[", 0, len(head)) + body.count(b"{", 0, len(head)),
+    )
     try:
         document = orjson.loads(head)
     except orjson.JSONDecodeError as exc:
@@ -92,13 +102,14 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     specs = document.get("inputs")
     if not isinstance(specs, list) or not specs:
         raise InvalidInput("inputs", "must be a non-empty list of tensors")
+    check_inputs(len(specs))
     length = len(view) if length is None else length
     offset = length
     inputs: dict[str, Tensor] = {}
     for index, spec in enumerate(specs):
         tensor, offset = _tensor(spec, f"inputs[{index}]", view, offset)
         if tensor.name in inputs:
-            raise InvalidInput(f"inputs[{index}].name", f"{tensor.name!r} is given twice")
+            raise InvalidInput(f"inputs[{index}].name", f"{shown(tensor.name)!r} is given twice")
         inputs[tensor.name] = tensor
     if offset != len(view):
         raise MalformedBody(
@@ -116,14 +127,19 @@ def _tensor(spec: Any, where: str, view: memoryview, offset: int) -> tuple[Tenso
     name = spec.get("name")
     if not isinstance(name, str):
         raise InvalidInput(f"{where}.name", "must be a string")
+    name = shown(name)
     datatype = spec.get("datatype")
     if datatype not in DATATYPES:
         raise InvalidInput(
             f"{name}.datatype",
             f"{shown(str(datatype))!r} is not one of {', '.join(DATATYPES)}",
         )
-    shape = _shape(spec.get("shape"), name)
+    shape = spec.get("shape")
+    if type(shape) is not list or not all(type(n) is int for n in shape):
+        raise InvalidInput(f"{name}.shape", "must be a list of non-negative integers")
     dtype = DATATYPES[datatype]
+    check_shape(shape, name, dtype)
+    shape = tuple(shape)
     size = _object(spec.get("parameters"), f"{name}.parameters").get("binary_data_size")
     if size is None:
         if "data" not in spec:
@@ -146,12 +162,22 @@ def _tensor(spec: Any, where: str, view: memoryview, offset: int) -> tuple[Tenso
     return Tensor(name, datatype, array), offset + size
 
 
-def _shape(value: Any, name: str) -> tuple[int, ...]:
-    if type(value) is not list or not all(type(n) is int and n >= 0 for n in value):
-        raise InvalidInput(f"{name}.shape", "must be a list of non-negative integers")
-    if len(value) > MAX_DIMS:
-        raise InvalidInput(f"{name}.shape", f"has {len(value)} dimensions; at most {MAX_DIMS}")
-    return tuple(value)
+def check_inputs(count: int) -> None:
+    """At most :data:`MAX_INPUTS` inputs, refused before any is read."""
+    if count > MAX_INPUTS:
+        raise InvalidInput("inputs", f"has {count:,} tensors; a model takes at most {MAX_INPUTS}")
+
+
+def check_shape(shape: Sequence[int], name: str, dtype: np.dtype[Any]) -> None:
+    """A tensor's shape: at most :data:`MAX_DIMS` non-negative sizes whose array numpy can
+    hold (a zero beside huge sizes too)."""
+    if len(shape) > MAX_DIMS or any(n < 0 for n in shape):
+        raise InvalidInput(
+            f"{name}.shape",
+            f"must be at most {MAX_DIMS} non-negative sizes, not {shown(str(list(shape)))}",
+        )
+    if math.prod(n for n in shape if n) * dtype.itemsize > _LARGEST:
+        raise InvalidInput(f"{name}.shape", f"{shown(str(list(shape)))} is too large for any array")
 
 
 def _from_json(data: Any, name: str, datatype: str, shape: tuple[int, ...]) -> NDArray[Any]:
@@ -186,7 +212,7 @@ def _outputs(document: dict[str, Any]) -> dict[str, bool | None] | None:
         binary = _object(spec.get("parameters"), f"{where}.parameters").get("binary_data")
         if binary is not None and not isinstance(binary, bool):
             raise InvalidInput(f"{where}.parameters.binary_data", "must be true or false")
-        outputs[spec["name"]] = binary
+        outputs[shown(spec["name"])] = binary
     return outputs
 
 

@@ -239,3 +239,58 @@ def test_limits_are_named(small_api: httpx.Client) -> None:
     binary = {"inputs": [spec], "parameters": {"d_model": 4, "binary_data_output": True}}
     body, headers = binary_request(binary, ids)
     assert small_api.post(INFER, content=body, headers=headers).status_code == 200
+
+
+def test_nesting_is_bounded_before_parsing(small_api: httpx.Client) -> None:
+    # nested empty lists cost 2 bytes each in the body and some 60 once parsed: counted
+    nested = b"[" * 600 + b"]" * 600
+    body = b'{"inputs": [' + b",".join([nested] * 2) + b"]}"
+    assert_error(
+        small_api.post(INFER, content=body), 400, "lists and objects", "PE_MAX_JSON_ELEMENTS"
+    )
+    apply = b'{"embeddings": [[1.0]], "position_ids": [' + nested + b"," + nested + b"]}"
+    response = small_api.post(
+        "/v1/encodings/sinusoidal/apply",
+        content=apply,
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert "lists and objects" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [[0, 2**62, 2**62], [0, 2**63], [2**40, 2**40, 0]],
+    ids=["zero-first", "huge", "zero-last"],
+)
+@pytest.mark.parametrize("binary", [True, False])
+def test_a_shape_no_array_can_hold_is_refused(
+    api: httpx.Client, shape: list[int], binary: bool
+) -> None:
+    spec: dict[str, Any] = {"name": "embeddings", "shape": shape, "datatype": "FP32"}
+    if binary:
+        spec["parameters"] = {"binary_data_size": 0}
+        body, headers = binary_request({"inputs": [spec]})
+    else:
+        body, headers = orjson.dumps({"inputs": [{**spec, "data": []}]}), {}
+    assert_error(api.post(APPLY, content=body, headers=headers), 400, "embeddings.shape")
+
+
+def test_odd_header_lengths_and_many_inputs(api: httpx.Client) -> None:
+    for length in (b"\xb2", b"1\xb3"):  # digits to str.isdigit, not to int()
+        response = api.post(
+            INFER, content=b"{}", headers=[(b"inference-header-content-length", length)]
+        )
+        assert_error(response, 400, "Inference-Header-Content-Length")
+    many = [positions([1]) | {"name": f"p{i}"} for i in range(100)]
+    assert_error(infer(api, *many, d_model=4), 400, "inputs", "at most")
+
+
+def test_echoed_names_are_cut_short(api: httpx.Client) -> None:
+    name = "m" * 5_000
+    assert len(assert_error(api.post(f"/v2/models/{name}/infer", json={}), 404)) < 300
+    long_input = positions([1]) | {"name": "x" * 20_000}
+    assert len(assert_error(infer(api, long_input, d_model=4), 400)) < 300
+    parameters = {"d_model": 4, "y" * 20_000: 1}
+    response = api.post(INFER, json={"inputs": [positions([1])], "parameters": parameters})
+    assert len(assert_error(response, 400)) < 600

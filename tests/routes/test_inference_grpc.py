@@ -203,6 +203,7 @@ def _short(server: Any) -> Any:
 
 
 P = tensor("positions", np.arange(4, dtype=np.int64), "INT64")
+ONE = tensor("positions", np.arange(1, dtype=np.int64), "INT64")
 
 
 @pytest.mark.parametrize(
@@ -236,9 +237,15 @@ P = tensor("positions", np.arange(4, dtype=np.int64), "INT64")
         ),
         (_short, "INVALID_ARGUMENT", ["32 bytes", "40 bytes", "[1, 2, 5]"]),
         (
-            lambda s: s.infer("sinusoidal", [P], parameters={"d_model": 1 << 20}),
+            lambda s: s.infer("sinusoidal", [ONE], parameters={"d_model": 1 << 17}),
             "RESOURCE_EXHAUSTED",
             ["PE_MAX_WIDTH"],
+        ),
+        # gRPC keeps an answer until it is read: at most a body's bytes (REST has more)
+        (
+            lambda s: s.infer("sinusoidal", [P], parameters={"d_model": 65536, "dtype": "float64"}),
+            "RESOURCE_EXHAUSTED",
+            ["answer", "PE_MAX_BODY_BYTES", "REST"],
         ),
         (lambda s: s.get_model_repository_index(), "UNIMPLEMENTED", []),
     ],
@@ -458,3 +465,25 @@ def test_the_grpc_port_is_not_the_http_port() -> None:
     )
     assert out.returncode != 0
     assert "is HTTP's (PE_PORT)" in out.stderr
+
+
+def test_typed_contents_and_inputs_are_counted_before_they_are_read() -> None:
+    from service.errors import Limit
+    from service.inference import grpc_wire
+
+    numbers = Limit(10, "PE_MAX_JSON_ELEMENTS")
+    message = pb.ModelInferRequest(model_name="sinusoidal")
+    spec = message.inputs.add(name="positions", datatype="INT64", shape=[11])
+    spec.contents.int64_contents.extend(range(11))
+    with pytest.raises(LimitExceeded, match="PE_MAX_JSON_ELEMENTS"):
+        grpc_wire.request(message, numbers)
+    many = pb.ModelInferRequest(model_name="sinusoidal")
+    for index in range(100):
+        many.inputs.add(name=f"p{index}", datatype="INT64", shape=[0])
+    with pytest.raises(InvalidInput, match="at most"):
+        grpc_wire.request(many, numbers)
+    huge = pb.ModelInferRequest(model_name="sinusoidal-apply")
+    huge.inputs.add(name="embeddings", datatype="FP32", shape=[0, 2**62, 2**62])
+    huge.raw_input_contents.append(b"")
+    with pytest.raises(InvalidInput, match=r"embeddings\.shape"):
+        grpc_wire.request(huge, numbers)
