@@ -70,6 +70,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_open = True
         self._head_bytes = 0
+        self._header_bytes = 0  # the head's fields parsed so far, within one read too
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_open = False
         self._dropping = False  # the connection is closing: what arrives is not parsed
@@ -117,8 +118,17 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_open = True
-        self._head_bytes = 0
+        self._head_bytes = self._header_bytes = 0
         self._start_head_timer()  # on a new connection it runs already, from the connect
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # a head that arrives in one read is refused here, as one that arrives in several
+        # is before the next read
+        self._header_bytes += len(name) + len(value) + 4
+        if self._header_bytes > MAX_HEAD_BYTES:
+            self._refusal = (431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+            raise _Refused
+        super().on_header(name, value)
 
     def on_url(self, url: bytes) -> None:
         if len(self.url) + len(url) > MAX_TARGET_BYTES:

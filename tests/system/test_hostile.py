@@ -69,6 +69,16 @@ def test_a_huge_header_is_refused_with_431(url: str) -> None:
     assert b"application/problem+json" in answer
 
 
+def test_a_huge_head_sent_at_once_is_refused_with_431(url: str) -> None:
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(
+        b"X-H%d: %s\r\n" % (i, b"v" * 1000) for i in range(48)
+    )
+    with connect(url) as sock:
+        sock.sendall(head + b"\r\n")  # 48 KB, in one read of the server's
+        answer = read_answer(sock)
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
 def test_a_large_but_allowed_head_is_served(url: str) -> None:
     headers = {f"x-h{i}": "v" * 100 for i in range(100)}  # 10 kB of headers
     assert httpx.get(url + "/healthz", headers=headers).status_code == 200
