@@ -2,17 +2,24 @@
 
 ``python -m service openapi`` prints the OpenAPI document instead (the committed
 ``openapi/openapi.json`` is this output).
+
+Settings the service cannot start with stop it before it serves, with one line on standard
+error and exit status 2: an unknown ``PE_`` variable, a malformed value, a ``PE_PRELOAD``
+that does not parse or is over the limits, ``PE_GRPC_PORT`` without the grpc extra.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
-from typing import Any
+from typing import Any, Final
 
 import uvicorn
 
-from service.settings import Settings
+from service.settings import Settings, SettingsError, from_environment
+
+EXIT_SETTINGS: Final = 2
 
 
 def log_config(settings: Settings) -> dict[str, Any]:
@@ -44,14 +51,42 @@ def log_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+def checked_settings() -> Settings:
+    """The settings from the environment, checked as far as they can be before the service
+    starts (what ``create_app`` and its lifespan would refuse later, with a traceback), or
+    a :class:`SettingsError` of one line."""
+    settings = from_environment()
+    from service import preload
+    from service.limits import Limits
+
+    try:
+        preload.check(preload.parse(settings.preload), Limits.of(settings))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    if settings.grpc_port:
+        try:
+            importlib.import_module("service.inference.grpc")
+        except ImportError as exc:
+            raise SettingsError(
+                f"PE_GRPC_PORT={settings.grpc_port} is set, but the grpc extra is not "
+                f"installed ({exc}): install the service with it (pip install '.[grpc]'), "
+                "or unset PE_GRPC_PORT"
+            ) from None
+    return settings
+
+
 def main() -> None:
+    try:
+        settings = checked_settings()
+    except SettingsError as exc:
+        sys.stderr.write(" ".join(str(exc).split()) + "\n")
+        raise SystemExit(EXIT_SETTINGS) from None
     if sys.argv[1:] == ["openapi"]:
         from service.app import create_app
 
-        spec = create_app(Settings()).openapi()
+        spec = create_app(settings).openapi()
         sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
         return
-    settings = Settings()
     uvicorn.run(
         "service.app:create_app",
         factory=True,

@@ -1,13 +1,20 @@
 """Service settings, read from ``PE_*`` environment variables by one pydantic-settings class.
 Settings are plain values: what they mean to the encodings (``PE_PRELOAD``'s tables) is
-parsed where the service starts (``service.preload``)."""
+parsed where the service starts (``service.preload``).
+
+:func:`from_environment` is how the process reads them: an unknown ``PE_`` variable or a
+malformed value is a :class:`SettingsError` of one line that names the variable and says
+what it takes."""
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
-from typing import Final, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB: Final = 1 << 20
@@ -15,6 +22,28 @@ MiB: Final = 1 << 20
 POSITION_CEILING: Final = (1 << 31) - 1
 # an origin as browsers send it: scheme://host[:port], nothing after
 _ORIGIN: Final = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#\s,*]+")
+# a number of bytes: 1024, 1024B, 64KiB, 512 MiB, 2gib (IEC binary units only: "MB" is
+# ambiguous, so it is refused rather than guessed)
+_SIZE: Final = re.compile(r"(?P<number>\d+)\s*(?:(?P<unit>[kmgt])i)?b?", re.IGNORECASE)
+_UNITS: Final = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+BYTES_FORM: Final = "an integer, or one with KiB, MiB, GiB or TiB (64KiB, 512MiB, 2GiB)"
+WHERE: Final = '(the settings: README, "Settings")'
+
+
+def parse_bytes(value: object) -> object:
+    """``"512MiB"`` as 536870912 (``KiB``, ``MiB``, ``GiB``, ``TiB``, any case; a plain
+    number or ``B`` is bytes); anything but text is left to the integer's own checks."""
+    if not isinstance(value, str):
+        return value
+    match = _SIZE.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(f"{value!r} is not a number of bytes: {BYTES_FORM}")
+    unit = match["unit"]
+    return int(match["number"]) * (_UNITS[unit.lower()] if unit else 1)
+
+
+_BYTES: Final = BeforeValidator(parse_bytes)
+Bytes = Annotated[int, _BYTES]
 
 
 class Settings(BaseSettings):
@@ -25,12 +54,12 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     workers: int = Field(1, ge=1)
-    cache_bytes: int = Field(512 * MiB, ge=0)
+    cache_bytes: Bytes = Field(512 * MiB, ge=0)
     max_elements: int = Field(1 << 26, ge=1)
     max_json_elements: int = Field(1 << 21, ge=1)
-    max_body_bytes: int = Field(64 * MiB, ge=1)
+    max_body_bytes: Bytes = Field(64 * MiB, ge=1)
     # a model's config.json, posted to the rotary from-config endpoint (they are a few KiB)
-    max_config_bytes: int = Field(1 * MiB, ge=1)
+    max_config_bytes: Bytes = Field(1 * MiB, ge=1)
     max_position: int = Field(POSITION_CEILING, ge=0, le=POSITION_CEILING)
     # the widest row (d_model, a batch's last axis): real models stay far below 65,536
     max_width: int = Field(1 << 16, ge=1)
@@ -41,9 +70,9 @@ class Settings(BaseSettings):
     # seconds of grace an answer has before its client must read at min_read_rate
     send_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
     # bytes a second a client must take an answer at, after the grace; else it is cut off
-    min_read_rate: int = Field(256 << 10, gt=0)
+    min_read_rate: Bytes = Field(256 << 10, gt=0)
     # bytes of answers held for slow clients (a piece untaken for 2 s), all together
-    slow_client_bytes: int = Field(128 * MiB, ge=0)
+    slow_client_bytes: Bytes = Field(128 * MiB, ge=0)
     # seconds to send a whole request head, from its first byte or the connect; then 408
     head_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
     # seconds a posted body may go without a byte arriving; then 408
@@ -76,3 +105,86 @@ class Settings(BaseSettings):
         if self.cors_origins == "*":
             return None
         return frozenset(filter(None, self.cors_origins.split(",")))
+
+
+SETTINGS: Final = {f"PE_{name.upper()}": name for name in Settings.model_fields}
+
+
+class SettingsError(ValueError):
+    """Settings the service cannot start with; its message is one line."""
+
+
+def from_environment() -> Settings:
+    """The settings in ``os.environ``, or a :class:`SettingsError` naming every unknown
+    ``PE_`` variable, or else every malformed value."""
+    unknown = unknown_names(os.environ)
+    if unknown:
+        raise SettingsError("; ".join(map(_not_a_setting, unknown)) + " " + WHERE)
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(describe(exc, os.environ)) from None
+
+
+def unknown_names(environ: Mapping[str, str]) -> list[str]:
+    """The ``PE_`` variables in ``environ`` that are no setting (in any case, as
+    pydantic-settings reads them)."""
+    return sorted(
+        name for name in environ if name.upper().startswith("PE_") and name.upper() not in SETTINGS
+    )
+
+
+def _not_a_setting(name: str) -> str:
+    # matched without the prefix, which every name shares: PE_FOO is not near PE_HOST
+    near = difflib.get_close_matches(name.upper()[3:], [known[3:] for known in SETTINGS], n=1)
+    return f"{name} is not a setting" + (f"; did you mean PE_{near[0]}?" if near else "")
+
+
+def describe(error: ValidationError, environ: Mapping[str, str] | None = None) -> str:
+    """A validation error of :class:`Settings` as one line: each ``PE_`` variable, its
+    value (as given in ``environ``, if there), and what it takes."""
+    given = {key.upper(): value for key, value in (environ or {}).items()}
+    problems = []
+    for item in error.errors():
+        name = str(item["loc"][0]) if item["loc"] else ""
+        field = Settings.model_fields.get(name)
+        if field is None:  # not a field's: pydantic's own words
+            problems.append(" ".join(item["msg"].split()))
+            continue
+        value = repr(given.get(f"PE_{name.upper()}", item["input"]))
+        value = value if len(value) <= 80 else value[:77] + "..."
+        takes = accepted(name)
+        if takes is None:  # a validator's own words say what it takes
+            takes = item["msg"].removeprefix("Value error, ")
+        problems.append(f"PE_{name.upper()}={value} is not valid: {' '.join(takes.split())}")
+    return "; ".join(problems)
+
+
+def accepted(name: str) -> str | None:
+    """What setting ``name`` takes, in words, from its type and bounds (None for text)."""
+    field = Settings.model_fields[name]
+    if get_origin(field.annotation) is Literal:
+        return "one of " + ", ".join(map(str, get_args(field.annotation)))
+    bounds = _bounds(field.metadata)
+    if _BYTES in field.metadata:
+        return f"a byte size{bounds}: {BYTES_FORM}"
+    if field.annotation is int:
+        return f"an integer{bounds}"
+    if field.annotation is float:
+        return f"a finite number{bounds}"
+    return None
+
+
+def _bounds(metadata: list[Any]) -> str:
+    # pydantic's Field(ge=...) and the like, as annotated_types' Ge, Le and Gt
+    low, high, above = (
+        next((getattr(m, bound) for m in metadata if hasattr(m, bound)), None)
+        for bound in ("ge", "le", "gt")
+    )
+    if low is not None and high is not None:
+        return f" from {low} to {high}"
+    if low is not None:
+        return f" of at least {low}"
+    if above is not None:
+        return f" greater than {above}"
+    return ""

@@ -36,7 +36,7 @@ RAW: Final = "application/octet-stream"
 
 # Debian's chromium, for the browser test, the explorer's benchmark and docs/pictures.py.
 # Without the background-networking flags it keeps calling hosts this machine cannot reach.
-CHROMIUM: Final = os.environ.get("PE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM: Final = os.environ.get("TEST_CHROMIUM", "/usr/bin/chromium")
 FLAGS: Final = [
     "--no-sandbox",
     "--disable-gpu",

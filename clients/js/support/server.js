@@ -1,5 +1,5 @@
 // A real service for the tests: `python -m service` on a free loopback port, ready
-// (/readyz answers 200) before it is returned. The interpreter is $PE_PYTHON, else the
+// (/readyz answers 200) before it is returned. The interpreter is $SERVICE_PYTHON, else the
 // repository's .venv/bin/python. If the service cannot start, this throws: the tests fail.
 
 import { spawn } from "node:child_process";
@@ -22,7 +22,7 @@ function freePort() {
 
 /** Start the service; `{url, stop}`. */
 export async function startService(env = {}) {
-  const python = process.env.PE_PYTHON ?? resolve(REPOSITORY, ".venv/bin/python");
+  const python = process.env.SERVICE_PYTHON ?? resolve(REPOSITORY, ".venv/bin/python");
   const port = await freePort();
   const child = spawn(python, ["-m", "service"], {
     cwd: REPOSITORY,

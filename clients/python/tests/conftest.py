@@ -1,6 +1,6 @@
 """A real service for the client's tests: ``python -m service`` in a process of its own, on a
 free loopback port, ready (``/readyz``) before the first test. The interpreter is
-``$PE_PYTHON``, else the repository's ``.venv/bin/python``, else this one; the tests fail
+``$SERVICE_PYTHON``, else the repository's ``.venv/bin/python``, else this one; the tests fail
 (they are not skipped) when the service cannot start."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def _python() -> str:
-    if "PE_PYTHON" in os.environ:
-        return os.environ["PE_PYTHON"]
+    if "SERVICE_PYTHON" in os.environ:
+        return os.environ["SERVICE_PYTHON"]
     venv = REPOSITORY / ".venv" / "bin" / "python"
     return str(venv) if venv.exists() else sys.executable
 

@@ -1,0 +1,101 @@
+"""``python -m service`` refuses settings it cannot start with before it serves: one line on
+standard error naming the ``PE_`` variable and what it takes, exit status 2, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT
+
+
+def start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m service`` with ``env`` over a clean environment (no other ``PE_``
+    variable) and an ephemeral port; it is expected to exit before it serves."""
+    clean = {key: value for key, value in os.environ.items() if not key.upper().startswith("PE_")}
+    full = {**clean, "PE_HOST": "127.0.0.1", "PE_PORT": "0", **env}
+    return subprocess.run(
+        [sys.executable, "-m", "service"],
+        env=full,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def assert_one_line(done: subprocess.CompletedProcess[str], *words: str) -> str:
+    assert done.returncode == 2, done
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+BAD = [
+    # unknown names, with the nearest setting
+    ({"PE_CACHE_SIZE": "1"}, ["PE_CACHE_SIZE is not a setting", "did you mean PE_CACHE_BYTES?"]),
+    ({"PE_PRELOADS": "4x4"}, ["PE_PRELOADS is not a setting", "did you mean PE_PRELOAD?"]),
+    ({"PE_GRPC": "8001"}, ["PE_GRPC is not a setting", "did you mean PE_GRPC_PORT?"]),
+    ({"PE_COLOUR": "blue"}, ["PE_COLOUR is not a setting", 'README, "Settings"']),
+    # malformed values: the variable, the value and the accepted form
+    ({"PE_PORT": "80a"}, ["PE_PORT='80a' is not valid: an integer from 0 to 65535"]),
+    ({"PE_PORT": "70000"}, ["PE_PORT='70000'", "from 0 to 65535"]),
+    ({"PE_WORKERS": "0"}, ["PE_WORKERS='0'", "an integer of at least 1"]),
+    ({"PE_MAX_POSITION": "4294967296"}, ["PE_MAX_POSITION", "from 0 to 2147483647"]),
+    ({"PE_HEAD_TIMEOUT": "soon"}, ["PE_HEAD_TIMEOUT='soon'", "a finite number greater than 0"]),
+    ({"PE_BODY_TIMEOUT": "nan"}, ["PE_BODY_TIMEOUT='nan'", "a finite number"]),
+    ({"PE_LOG_LEVEL": "loud"}, ["PE_LOG_LEVEL='loud'", "one of critical, error, warning"]),
+    ({"PE_LOG_FORMAT": "xml"}, ["PE_LOG_FORMAT='xml'", "one of text, json"]),
+    ({"PE_CORS_ORIGINS": "example.com"}, ["PE_CORS_ORIGINS", "is not an origin"]),
+    # byte sizes
+    ({"PE_CACHE_BYTES": "2GB"}, ["PE_CACHE_BYTES='2GB'", "KiB, MiB, GiB or TiB"]),
+    ({"PE_MAX_BODY_BYTES": "1.5GiB"}, ["PE_MAX_BODY_BYTES='1.5GiB'", "512MiB"]),
+    ({"PE_SLOW_CLIENT_BYTES": "-1MiB"}, ["PE_SLOW_CLIENT_BYTES='-1MiB'", "at least 0"]),
+    ({"PE_MAX_CONFIG_BYTES": "0KiB"}, ["PE_MAX_CONFIG_BYTES='0KiB'", "at least 1"]),
+    ({"PE_MIN_READ_RATE": "lots"}, ["PE_MIN_READ_RATE='lots'", "a byte size greater than 0"]),
+    # the tables to preload
+    ({"PE_PRELOAD": "4y4"}, ["PE_PRELOAD", "'4y4'", "MAXLENxDMODEL"]),
+    ({"PE_PRELOAD": "4x4:float8"}, ["PE_PRELOAD", "'4x4:float8'"]),
+    ({"PE_PRELOAD": "1000000x512"}, ["PE_PRELOAD", "over the limit", "PE_MAX_ELEMENTS"]),
+    ({"PE_PRELOAD": "4x4", "PE_MAX_WIDTH": "2"}, ["PE_PRELOAD", "PE_MAX_WIDTH"]),
+    # several at once: still one line, every one named
+    ({"PE_PORT": "x", "PE_WORKERS": "y"}, ["PE_PORT='x'", "PE_WORKERS='y'"]),
+    ({"PE_A_B": "1", "PE_CACHEBYTES": "1"}, ["PE_A_B", "PE_CACHEBYTES", "PE_CACHE_BYTES?"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("env", "words"), BAD, ids=["+".join(f"{k}={v}" for k, v in env.items()) for env, _ in BAD]
+)
+def test_bad_settings_stop_the_start_with_one_line(env: dict[str, str], words: list[str]) -> None:
+    assert_one_line(start(env), *words)
+
+
+def test_grpc_without_its_extra_stops_the_start(tmp_path: Path) -> None:
+    # a grpc package that cannot be imported, first on the path: the extra "not installed"
+    (tmp_path / "grpc").mkdir()
+    (tmp_path / "grpc" / "__init__.py").write_text("raise ImportError('no grpc here')\n")
+    done = start({"PE_GRPC_PORT": "8001", "PYTHONPATH": str(tmp_path)})
+    assert_one_line(done, "PE_GRPC_PORT=8001", "grpc extra is not installed", "no grpc here")
+
+
+def test_openapi_is_refused_with_the_same_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "openapi"],
+        env={**os.environ, "PE_LOG_LEVEL": "loud"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert_one_line(done, "PE_LOG_LEVEL='loud'")
