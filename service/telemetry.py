@@ -188,6 +188,7 @@ class AccessLog:
         self._size = 0
         self._second = -1
         self._stamp = ""
+        self._zone = ""
 
     def now(self) -> str:
         moment = time.time()
@@ -196,7 +197,8 @@ class AccessLog:
             self._second = second
             pattern = "%Y-%m-%dT%H:%M:%S" if self.as_json else "%Y-%m-%d %H:%M:%S"
             self._stamp = time.strftime(pattern, time.localtime(second))
-        return f"{self._stamp}.{int((moment - second) * 1000):03d}"
+            self._zone = iso_zone(time.localtime(second)) if self.as_json else ""
+        return f"{self._stamp}.{int((moment - second) * 1000):03d}{self._zone}"
 
     def write(self, record: dict[str, Any]) -> None:
         if self.as_json:
@@ -276,12 +278,19 @@ class TelemetryMiddleware:
             )
 
 
+def iso_zone(moment: time.struct_time) -> str:
+    """The local time zone's offset at ``moment`` as ISO 8601 has it: ``+00:00``."""
+    offset = time.strftime("%z", moment)
+    return f"{offset[:3]}:{offset[3:]}"
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object a line, for every other log record (PE_LOG_FORMAT=json)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "time": f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d}"
+            + iso_zone(time.localtime(record.created)),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),

@@ -73,6 +73,21 @@ def test_compose_runs_the_service_on_port_8000(compose: dict[str, Any]) -> None:
     assert "/healthz" in " ".join(service["healthcheck"]["test"])
 
 
+def test_the_compose_health_check_follows_pe_port(compose: dict[str, Any]) -> None:
+    check = compose["services"]["pe"]["healthcheck"]["test"]
+    assert check[:3] == ["CMD", "python", "-c"]
+    with running() as url:  # on a free port, not 8000
+        port = url.rsplit(":", 1)[1]
+        probe = subprocess.run(
+            [sys.executable, "-c", check[3]], env={"PE_PORT": port}, capture_output=True
+        )
+        assert probe.returncode == 0, probe.stderr
+    dead = subprocess.run(
+        [sys.executable, "-c", check[3]], env={"PE_PORT": port}, capture_output=True
+    )
+    assert dead.returncode != 0
+
+
 def test_compose_settings_are_real_settings(compose: dict[str, Any]) -> None:
     environment = compose["services"]["pe"]["environment"]
     names = {f"PE_{name.upper()}" for name in Settings.model_fields}

@@ -3,6 +3,7 @@ workers, readiness after a large preload, access-log lines, SIGTERM during a req
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import signal
@@ -75,6 +76,11 @@ def test_one_access_log_line_per_request(tmp_path: Path, log_format: str) -> Non
         ]
         assert access[-1]["route"] == "unmatched"
         assert all(r["duration_ms"] >= 0 and r["bytes"] > 0 for r in access)
+        # every line's time is ISO 8601 with its zone, access lines and the others alike
+        for record in records:
+            moment = datetime.datetime.fromisoformat(record["time"])
+            assert moment.utcoffset() is not None, record["time"]
+            assert moment.microsecond % 1000 == 0  # milliseconds
     else:
         assert '"GET /v1/encodings/sinusoidal?max_len=3&d_model=3&format=npy" 200' in lines[0]
         assert '"GET /nope" 404' in lines[1]
