@@ -60,7 +60,7 @@ def checked_settings() -> Settings:
     from service.limits import Limits
 
     try:
-        preload.check(preload.parse(settings.preload), Limits.of(settings))
+        preload.check(preload.parse(settings.preload), Limits.of(settings), settings.cache_bytes)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     if settings.grpc_port:

@@ -55,7 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """
     settings = Settings() if settings is None else settings
     tables = preload.parse(settings.preload)
-    preload.check(tables, Limits.of(settings))
+    preload.check(tables, Limits.of(settings), settings.cache_bytes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

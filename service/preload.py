@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from service.cache import Cache
 from service.encodings.registry import DTYPES, Key
 from service.encodings.sinusoidal import DEFAULT_BASE, LAYOUTS, SinusoidalKey
 from service.errors import InvalidParameter, ServiceError
@@ -59,8 +60,10 @@ def parse(text: str) -> list[Preload]:
     return tables
 
 
-def check(tables: list[Preload], limits: Limits) -> None:
-    """Each preloaded table within the request limits (``ValueError`` otherwise)."""
+def check(tables: list[Preload], limits: Limits, cache_bytes: int) -> None:
+    """Each preloaded table within the request limits, and all of them within the cache's
+    budget, where they are kept (``ValueError`` otherwise: a service that said it was
+    ready with its tables computed and dropped would mislead)."""
     for table in tables:
         try:
             limits.row_width(table.key.width)
@@ -68,6 +71,13 @@ def check(tables: list[Preload], limits: Limits) -> None:
             limits.last_position(table.rows - 1)
         except ServiceError as exc:
             raise ValueError(f"PE_PRELOAD: {exc.detail}") from None
+    cache = Cache(cache_bytes)
+    held = sum(cache.held_bytes(table.key, table.rows) for table in tables)
+    if held > cache_bytes:
+        raise ValueError(
+            f"PE_PRELOAD: the tables take {held:,} bytes in the cache, over PE_CACHE_BYTES "
+            f"({cache_bytes:,}): raise PE_CACHE_BYTES or preload less"
+        )
 
 
 async def run(tables: list[Preload], runtime: Runtime) -> None:

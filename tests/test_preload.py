@@ -68,6 +68,19 @@ def test_a_preload_over_the_limits_stops_start_up(text: str, setting: str) -> No
         preload=text, max_elements=1 << 20 if setting == "PE_MAX_ELEMENTS" else 1 << 40
     )
     with pytest.raises(ValueError, match=setting):
-        preload.check(preload.parse(text), Limits.of(settings))
+        preload.check(preload.parse(text), Limits.of(settings), settings.cache_bytes)
     with pytest.raises(ValueError, match=setting):
         create_app(settings)
+
+
+def test_a_preload_the_cache_cannot_keep_stops_start_up() -> None:
+    # 1024 x 512 float32 is 2 MiB of rows: a 1 MiB cache would compute and drop them
+    settings = Settings(preload="1024x512", cache_bytes=1 << 20)
+    with pytest.raises(ValueError, match="PE_CACHE_BYTES") as caught:
+        preload.check(preload.parse(settings.preload), Limits.of(settings), settings.cache_bytes)
+    assert "1,048,576" in str(caught.value)
+    with pytest.raises(ValueError, match="PE_CACHE_BYTES"):
+        create_app(settings)
+    # the same tables fit a budget their pages fit
+    roomy = Settings(preload="1024x512,16x16", cache_bytes=4 << 20)
+    preload.check(preload.parse(roomy.preload), Limits.of(roomy), roomy.cache_bytes)

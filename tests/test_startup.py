@@ -66,6 +66,10 @@ BAD = [
     ({"PE_PRELOAD": "4y4"}, ["PE_PRELOAD", "'4y4'", "MAXLENxDMODEL"]),
     ({"PE_PRELOAD": "4x4:float8"}, ["PE_PRELOAD", "'4x4:float8'"]),
     ({"PE_PRELOAD": "1000000x512"}, ["PE_PRELOAD", "over the limit", "PE_MAX_ELEMENTS"]),
+    (
+        {"PE_PRELOAD": "65536x512", "PE_CACHE_BYTES": "64MiB"},
+        ["PE_PRELOAD", "PE_CACHE_BYTES", "67,108,864"],
+    ),
     ({"PE_PRELOAD": "4x4", "PE_MAX_WIDTH": "2"}, ["PE_PRELOAD", "PE_MAX_WIDTH"]),
     # several at once: still one line, every one named
     ({"PE_PORT": "x", "PE_WORKERS": "y"}, ["PE_PORT='x'", "PE_WORKERS='y'"]),
