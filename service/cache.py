@@ -101,12 +101,6 @@ class Cache:
         fits = max(1, self.page_bytes // registry.row_bytes(key))
         return 1 << (fits.bit_length() - 1)
 
-    def held_bytes(self, key: Key, rows: int) -> int:
-        """What rows ``0 .. rows-1`` of ``key``'s table take here: their whole pages."""
-        size = self.page_rows(key)
-        pages = -(-rows // size)
-        return pages * (size * registry.row_bytes(key) + registry.key_bytes(key))
-
     def peek(self, key: Key, start: int, stop: int) -> list[Rows] | None:
         """Rows ``start .. stop`` as consecutive read-only blocks if every page is here
         (hits), else ``None``. Never computes, so it is cheap enough for an event loop."""

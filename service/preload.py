@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from service.cache import Cache
+from service.encodings import registry
 from service.encodings.registry import DTYPES, Key
 from service.encodings.sinusoidal import DEFAULT_BASE, LAYOUTS, SinusoidalKey
 from service.errors import InvalidParameter, ServiceError
@@ -71,13 +72,19 @@ def check(tables: list[Preload], limits: Limits, cache_bytes: int) -> None:
             limits.last_position(table.rows - 1)
         except ServiceError as exc:
             raise ValueError(f"PE_PRELOAD: {exc.detail}") from None
-    cache = Cache(cache_bytes)
-    held = sum(cache.held_bytes(table.key, table.rows) for table in tables)
+    held = sum(_held_bytes(Cache(cache_bytes), table) for table in tables)
     if held > cache_bytes:
         raise ValueError(
             f"PE_PRELOAD: the tables take {held:,} bytes in the cache, over PE_CACHE_BYTES "
             f"({cache_bytes:,}): raise PE_CACHE_BYTES or preload less"
         )
+
+
+def _held_bytes(cache: Cache, table: Preload) -> int:
+    """What a table's rows take in ``cache``: their whole pages."""
+    size = cache.page_rows(table.key)
+    pages = -(-table.rows // size)
+    return pages * (size * registry.row_bytes(table.key) + registry.key_bytes(table.key))
 
 
 async def run(tables: list[Preload], runtime: Runtime) -> None:
