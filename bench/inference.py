@@ -13,9 +13,7 @@ connection; the script prints MB/s counting request and response tensors, and th
 from __future__ import annotations
 
 import io
-import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -25,21 +23,11 @@ import numpy as np
 import orjson
 import tritonclient.http as triton
 
-from bench.apply import free_port
+from tests.support import running
 
 SHAPE = (32, 256, 512)
 APPLY = "/v1/encodings/sinusoidal/apply"
 INFER = "/v2/models/sinusoidal-apply/infer"
-
-
-def _wait(client: httpx.Client) -> None:
-    for _ in range(400):
-        try:
-            client.get("/readyz").raise_for_status()
-            return
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise SystemExit("the service did not start")
 
 
 def main(runs: int) -> None:
@@ -55,18 +43,9 @@ def main(runs: int) -> None:
         }
     )
     framed = header + x.tobytes()
-    port = free_port()
-    env = {**os.environ, "PE_PORT": str(port)}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "service"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300)
-        _wait(http)
-        protocol = triton.InferenceServerClient(f"127.0.0.1:{port}", network_timeout=300)
+    with running() as url:
+        http = httpx.Client(base_url=url, timeout=300)
+        protocol = triton.InferenceServerClient(url.removeprefix("http://"), network_timeout=300)
         tensor = triton.InferInput("embeddings", list(SHAPE), "FP32")
         tensor.set_data_from_numpy(x, binary_data=True)
         wanted = [triton.InferRequestedOutput("embeddings", binary_data=True)]
@@ -118,9 +97,6 @@ def main(runs: int) -> None:
         for name in ("v2 binary", "tritonclient"):
             print(f"ratio {name} / rest .npy: {rates[name] / rates['rest .npy']:.2f}")
         protocol.close()
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -72,7 +72,8 @@ def check(tables: list[Preload], limits: Limits, cache_bytes: int) -> None:
             limits.last_position(table.rows - 1)
         except ServiceError as exc:
             raise ValueError(f"PE_PRELOAD: {exc.detail}") from None
-    held = sum(_held_bytes(Cache(cache_bytes), table) for table in tables)
+    cache = Cache(cache_bytes)  # for its page arithmetic
+    held = sum(_held_bytes(cache, table) for table in tables)
     if held > cache_bytes:
         raise ValueError(
             f"PE_PRELOAD: the tables take {held:,} bytes in the cache, over PE_CACHE_BYTES "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any, Final
 
@@ -46,6 +45,25 @@ def problem(
     return Response(content, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
 
+# The Open Inference Protocol's routes answer errors in its own shape
+_PROTOCOL: Final = "/v2"
+
+
+def _answer(request: Request, status: int, detail: str, **fields: Any) -> Response:
+    """:func:`problem`; on the Open Inference Protocol's routes, its ``{"error": detail}``
+    instead, where a refusal of the request's content is a 400, as the protocol has it
+    (422 elsewhere), with the same headers."""
+    path = request.url.path
+    if path != _PROTOCOL and not path.startswith(_PROTOCOL + "/"):
+        return problem(status, detail, **fields)
+    return Response(
+        orjson.dumps({"error": detail or fields.get("title") or HTTPStatus(status).phrase}),
+        status_code=400 if status == 422 else status,
+        headers=fields.get("headers"),
+        media_type="application/json",
+    )
+
+
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     extensions = exc.extensions
@@ -56,7 +74,7 @@ async def _service_error(request: Request, exc: Exception) -> Response:
             for e in exc.extensions["errors"]
         ]
         extensions = {**extensions, "errors": items}
-    return problem(exc.status, exc.detail, title=exc.title, type=exc.type, **extensions)
+    return _answer(request, exc.status, exc.detail, title=exc.title, type=exc.type, **extensions)
 
 
 def _validation_item(error: Any) -> dict[str, str]:
@@ -68,7 +86,8 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     items = [_validation_item(error) for error in exc.errors()]
     detail = "; ".join(f"{item['name']}: {item['detail']}" for item in items)
-    return problem(
+    return _answer(
+        request,
         InvalidParameter.status,
         detail,
         title=InvalidParameter.title,
@@ -87,49 +106,17 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         allowed = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow", "")
         detail = f"{request.method} is not allowed on {request.url.path}; allowed: {allowed}"
     headers = dict(exc.headers) if exc.headers else None
-    return problem(status, detail or HTTPStatus(status).description, headers=headers)
+    return _answer(request, status, detail or HTTPStatus(status).description, headers=headers)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return problem(500, "the service failed to answer this request; it has been logged")
-
-
-Handler = Callable[[Request, Exception], Awaitable[Response]]
-# The Open Inference Protocol's routes answer errors in its own shape
-_PROTOCOL: Final = "/v2"
-
-
-def _in_protocol_shape(handler: Handler) -> Handler:
-    """``handler``, whose problem documents become the protocol's ``{"error": detail}``
-    on its routes, where a refusal of the request's content is a 400, as the protocol has
-    it (422 elsewhere); the status and headers are otherwise kept."""
-
-    async def answer(request: Request, exc: Exception) -> Response:
-        response = await handler(request, exc)
-        path = request.url.path
-        if path != _PROTOCOL and not path.startswith(_PROTOCOL + "/"):
-            return response
-        document = orjson.loads(bytes(response.body))
-        status = 400 if response.status_code == 422 else response.status_code
-        headers = {
-            name: value
-            for name, value in response.headers.items()
-            if name not in ("content-length", "content-type")
-        }
-        return Response(
-            orjson.dumps({"error": document["detail"] or document["title"]}),
-            status_code=status,
-            headers=headers,
-            media_type="application/json",
-        )
-
-    return answer
+    return _answer(request, 500, "the service failed to answer this request; it has been logged")
 
 
 def install(app: FastAPI) -> None:
     """Route every error family through :func:`problem`."""
-    app.add_exception_handler(ServiceError, _in_protocol_shape(_service_error))
-    app.add_exception_handler(RequestValidationError, _in_protocol_shape(_validation_error))
-    app.add_exception_handler(HTTPException, _in_protocol_shape(_http_error))
-    app.add_exception_handler(Exception, _in_protocol_shape(_unexpected))
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
