@@ -10,9 +10,14 @@ that does not parse or is over the limits, ``PE_GRPC_PORT`` without the grpc ext
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any, Final
 
 import uvicorn
@@ -87,18 +92,36 @@ def main() -> None:
         spec = create_app(settings).openapi()
         sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
         return
-    uvicorn.run(
-        "service.app:create_app",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        log_level=settings.log_level,
-        log_config=log_config(settings),
-        access_log=False,
-        timeout_graceful_shutdown=settings.shutdown_timeout,
-        http="service.protocol:BoundedHttpToolsProtocol",
-    )
+    with metrics_directory(settings.workers):
+        uvicorn.run(
+            "service.app:create_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level=settings.log_level,
+            log_config=log_config(settings),
+            access_log=False,
+            timeout_graceful_shutdown=settings.shutdown_timeout,
+            http="service.protocol:BoundedHttpToolsProtocol",
+        )
+
+
+@contextlib.contextmanager
+def metrics_directory(workers: int) -> Iterator[None]:
+    """With several workers, an empty directory for their metrics (``service.metrics``),
+    named in ``PROMETHEUS_MULTIPROC_DIR`` for the workers to inherit, and removed when they
+    have stopped; one that is already set (it must be empty) is used as it is."""
+    if workers == 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        yield
+        return
+    path = tempfile.mkdtemp(prefix="pe-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    try:
+        yield
+    finally:
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        shutil.rmtree(path, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,12 @@ from service.cors import Cors
 from service.head import HeadAsGet
 from service.inference.serving import grpc_serving
 from service.limits import Limits
+from service.metrics import Telemetry
 from service.replay import Record, Replay
 from service.routes import ROUTERS
 from service.runtime import Runtime
 from service.settings import Settings
-from service.telemetry import Telemetry, TelemetryMiddleware
+from service.telemetry import TelemetryMiddleware
 from service.web import problems
 from service.web.deps import single_valued
 
@@ -61,11 +62,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = app.state.runtime = Runtime(settings, telemetry)
         loading = asyncio.create_task(preload.run(tables, runtime))
+        publishing = asyncio.create_task(telemetry.publishing())
         try:
             async with grpc_serving(runtime):
                 yield
         finally:
             loading.cancel()
+            publishing.cancel()
 
     app = ServiceApp(
         title="Positional encodings",

@@ -24,8 +24,8 @@ import orjson
 from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from service.metrics import REFUSED
 from service.pacing import Pacer, Tally, limit_buffer, settings
-from service.telemetry import REFUSED
 
 MAX_TARGET_BYTES: Final = 8 << 10
 MAX_HEAD_BYTES: Final = 32 << 10
@@ -215,7 +215,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         """Answer ``status`` with a problem document and close the connection; if the answer
         to an earlier request is being sent, let it finish, then close."""
         self._dropping = True
-        REFUSED[status] += 1
+        REFUSED.labels(str(status)).inc()
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
             if cycle.response_started:

@@ -15,8 +15,8 @@ import anyio
 from service.cache import Cache
 from service.flight import Shared
 from service.limits import Limits
+from service.metrics import Telemetry
 from service.settings import Settings
-from service.telemetry import Telemetry
 
 P = ParamSpec("P")
 # Work on at most this many numbers takes the quick lane (about a millisecond per 2^18).

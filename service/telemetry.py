@@ -1,133 +1,28 @@
-"""Operations: Prometheus metrics and one access-log line per request, from one ASGI
-middleware that times every request.
+"""Operations: one ASGI middleware that times every request, counts it in the metrics
+(``service.metrics``) and writes its access-log line.
 
-Both sit on the hot path of every request, so neither goes through a general-purpose
-machinery per request: request counts and latencies are plain counters that become
-Prometheus samples when ``/metrics`` is scraped, and access-log lines are formatted with
-one f-string and written in batches (at most 0.1 s late) instead of one write each.
+It sits on the hot path of every request: access-log lines are formatted with one f-string
+and written in batches (at most 0.1 s late) instead of one write each.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
-import collections
 import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
 from typing import Any, Final, TextIO
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.cache import Cache
+from service.metrics import Telemetry
 
 access_log = logging.getLogger("service.access")
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-_LABELS = ["method", "route", "status"]
 # in the scope of a request whose answer was cut off (service.pacing): counted as 499,
 # the status of a request whose client did not take its answer, as nginx counts it
 CUT_OFF: Final = "service.cut_off"
 CLIENT_GONE: Final = 499
-# requests the HTTP protocol refused before the app saw them (service.protocol), by status;
-# the protocol is made per connection by uvicorn, so the count is the process's
-REFUSED: Final[collections.Counter[int]] = collections.Counter()
-
-
-class CacheCollector(Collector):
-    """The cache's statistics, read at scrape time."""
-
-    def __init__(self, cache: Callable[[], Cache | None]) -> None:
-        self._cache = cache
-
-    def collect(self) -> Iterator[Metric]:
-        cache = self._cache()
-        if cache is None:
-            return
-        stats = cache.stats()
-        for name, value, text in [
-            ("pe_cache_hits", stats.hits, "Table pages found in the cache."),
-            ("pe_cache_misses", stats.misses, "Table pages computed."),
-            ("pe_cache_evictions", stats.evictions, "Entries evicted to stay within the budget."),
-            ("pe_cache_uncached", stats.uncached, "Requests whose rows were too many to keep."),
-            ("pe_cache_response_hits", stats.response_hits, "Answers replayed from memory."),
-        ]:
-            yield CounterMetricFamily(name, text, value=value)
-        for name, value, text in [
-            ("pe_cache_bytes", stats.bytes, "Bytes held: tables and replayable answers."),
-            ("pe_cache_budget_bytes", stats.budget_bytes, "The cache budget (PE_CACHE_BYTES)."),
-            ("pe_cache_entries", stats.tables_total, "Tables with pages held."),
-            ("pe_cache_pages", stats.table_pages, "Table pages held."),
-        ]:
-            yield GaugeMetricFamily(name, text, value=value)
-
-
-class RequestStats(Collector):
-    """Request counts and a latency histogram by method, route and status. Updated on the
-    event loop only; turned into Prometheus samples when scraped."""
-
-    def __init__(self) -> None:
-        # (method, route, status) -> [count, sum of seconds, count per bucket]
-        self._series: dict[tuple[str, str, str], tuple[list[float], list[int]]] = {}
-
-    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        key = (method, route, str(status))
-        series = self._series.get(key)
-        if series is None:
-            series = self._series[key] = ([0.0, 0.0], [0] * (len(LATENCY_BUCKETS) + 1))
-        totals, buckets = series
-        totals[0] += 1
-        totals[1] += seconds
-        buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-
-    def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily(
-            "pe_http_requests",
-            "HTTP requests answered, by method, route and status.",
-            labels=_LABELS,
-        )
-        latency = HistogramMetricFamily(
-            "pe_http_request_duration_seconds",
-            "Time from request to the end of the response, by method, route and status.",
-            labels=_LABELS,
-        )
-        for labels, ((count, total), buckets) in list(self._series.items()):
-            requests.add_metric(list(labels), count)
-            cumulative, running = [], 0
-            for bound, n in zip([*LATENCY_BUCKETS, float("inf")], buckets, strict=True):
-                running += n
-                cumulative.append((str(float(bound)) if bound != float("inf") else "+Inf", running))
-            latency.add_metric(list(labels), cumulative, total)
-        yield requests
-        yield latency
-        refused = CounterMetricFamily(
-            "pe_http_refused",
-            "Requests refused before the app saw them: malformed (400), a head too slow "
-            "(408), a target or head too large (414, 431).",
-            labels=["status"],
-        )
-        for status, count in sorted(REFUSED.items()):
-            refused.add_metric([str(status)], count)
-        yield refused
-
-
-class Telemetry:
-    """The app's own metrics registry: requests (by route and status) and the cache."""
-
-    def __init__(self, cache: Callable[[], Cache | None]) -> None:
-        self.registry = CollectorRegistry()
-        self.requests = RequestStats()
-        self.registry.register(self.requests)
-        self.registry.register(CacheCollector(cache))
 
 
 def _route(scope: Scope, status: int) -> str:

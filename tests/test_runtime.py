@@ -7,9 +7,9 @@ import threading
 import anyio
 import pytest
 
+from service.metrics import Telemetry
 from service.runtime import QUICK_ELEMENTS, Runtime
 from service.settings import Settings
-from service.telemetry import Telemetry
 
 
 def runtime() -> Runtime:

@@ -9,9 +9,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.app import create_app
+from service.metrics import RequestStats
 from service.routes import ROUTERS
 from service.settings import Settings
-from service.telemetry import RequestStats, format_access, printable
+from service.telemetry import format_access, printable
 from tests.support import TABLE, cache_stats
 
 
@@ -120,7 +121,9 @@ def test_latency_buckets_are_cumulative() -> None:
     stats = RequestStats()
     for seconds in (0.0001, 0.003, 0.003, 20.0):
         stats.observe("GET", "/x", 200, seconds)
-    families = {family.name: family for family in stats.collect()}
+    families = {
+        family.name: family for family in [*stats.requests.collect(), *stats.latency.collect()]
+    }
     samples = {
         (s.name, s.labels.get("le")): s.value
         for s in families["pe_http_request_duration_seconds"].samples

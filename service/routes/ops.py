@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -37,6 +38,8 @@ async def get_cache_stats(runtime: RuntimeDep, response: Response) -> CacheDocum
         responses=stats.responses,
         response_bytes=stats.response_bytes,
         response_hits=stats.response_hits,
+        worker=os.getpid(),
+        workers=runtime.settings.workers,
         tables=[
             CacheTable(
                 family=family_of(table.key).name,
@@ -66,7 +69,8 @@ def _fields(key: Any) -> dict[str, Any]:
 )
 async def metrics(runtime: RuntimeDep) -> Response:
     """Prometheus metrics: requests by route and status, latency, the cache."""
-    body = generate_latest(runtime.telemetry.registry)
+    # several workers: every worker's files are read, and this one's cache counted
+    body = await runtime.compute(0, generate_latest, runtime.telemetry.registry)
     return Response(body, headers={"content-type": CONTENT_TYPE_LATEST})
 
 

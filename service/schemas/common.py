@@ -132,6 +132,11 @@ class CacheDocument(BaseModel):
     responses: int = Field(description="Encoded answers kept to replay.")
     response_bytes: int = Field(description="Their bytes, counted in the same budget.")
     response_hits: int = Field(description="Requests answered by replaying one.")
+    worker: int = Field(
+        description="The process id of the worker that answered: each of the PE_WORKERS "
+        "processes has a cache of its own, and this is its (/metrics sums them all)."
+    )
+    workers: int = Field(description="PE_WORKERS: how many worker processes there are.")
 
 
 class Status(BaseModel):

@@ -17,9 +17,9 @@ from service import handlers
 from service.encodings import additive, registry
 from service.encodings.additive import Additive
 from service.encodings.sinusoidal import SinusoidalKey
+from service.metrics import Telemetry
 from service.runtime import Runtime
 from service.settings import Settings
-from service.telemetry import Telemetry
 from tests.support import APPLY, NPY, RAW, assert_problem, load, npy_bytes
 
 ROTARY_APPLY = "/v1/encodings/rotary/apply"
