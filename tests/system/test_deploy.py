@@ -1,6 +1,6 @@
 """What can be checked of the container setup without a Docker engine: the Dockerfile's
-lint, the compose file's schema and settings, and the image's install and start steps,
-run for real in a fresh virtual environment."""
+lint, the compose file's schema and settings, the nginx template's routes, and the image's
+install and start steps, run for real in a fresh virtual environment."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ import httpx
 import pytest
 import yaml
 
+from service.app import create_app
 from service.settings import Settings
-from tests.support import ROOT, running
+from tests.support import HEATMAP, ROOT, SIMILARITY, TABLE, running
 
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
+NGINX_TEMPLATE = ROOT / "deploy" / "nginx" / "nginx.conf.template"
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -101,12 +103,45 @@ def test_the_scale_profile_puts_nginx_in_front_of_replicas(compose: dict[str, An
     assert replica["profiles"] == proxy["profiles"] == ["scale"]
     assert replica["deploy"]["replicas"] >= 2
     source, target = proxy["volumes"][0].split(":")[:2]
-    assert (ROOT / source).resolve() == ROOT / "deploy" / "nginx.conf.template"
+    assert (ROOT / source).resolve() == NGINX_TEMPLATE
     assert target.startswith("/etc/nginx/templates/")
     template = (ROOT / source).read_text()
     placeholders = set(re.findall(r"\$\{(\w+)\}", template))
     assert placeholders == set(proxy["environment"])
     assert "replica:8000" in proxy["environment"]["NGINX_UPSTREAMS"]
+
+
+def test_nginx_takes_its_body_limit_from_the_replicas_setting(compose: dict[str, Any]) -> None:
+    """One value, given to the replicas and to nginx through a YAML anchor, as the plain
+    number of bytes that nginx's client_max_body_size reads (the service also takes 64MiB)."""
+    limit = compose["services"]["pe"]["environment"]["PE_MAX_BODY_BYTES"]
+    assert re.fullmatch(r"[0-9]+", limit), limit
+    assert compose["services"]["proxy"]["environment"]["PE_MAX_BODY_BYTES"] == limit
+    text = (ROOT / "docker-compose.yml").read_text()
+    anchor = re.search(r"PE_MAX_BODY_BYTES: &([\w-]+) ", text)
+    assert anchor is not None
+    assert re.findall(r"PE_MAX_BODY_BYTES: (\S+)", text) == [f"&{anchor[1]}", f"*{anchor[1]}"]
+
+
+def test_the_cached_locations_are_the_immutable_routes() -> None:
+    """nginx caches the GET routes that answer ``immutable`` (tests/system/test_proxy.py asks
+    each through nginx), and every POST route under them has an exact location of its own,
+    where it is retried on another replica and never cached."""
+    template = NGINX_TEMPLATE.read_text()
+    cached = re.compile(re.findall(r"location ~ (\S+) \{", template)[0])
+    exact = set(re.findall(r"location = (\S+) \{", template))
+    paths = create_app(Settings()).openapi()["paths"]
+    gets = {path for path, operations in paths.items() if "get" in operations}
+    posts = {path for path, operations in paths.items() if "post" in operations}
+    assert {path for path in gets if cached.match(path)} == {
+        TABLE,
+        HEATMAP,
+        SIMILARITY,
+        "/v1/encodings/rotary",
+        "/v1/biases/alibi",
+        "/v1/biases/alibi/slopes",
+    }
+    assert {path for path in posts if cached.match(path)} == exact
 
 
 def test_the_image_runs_the_console_script_as_a_non_root_user() -> None:

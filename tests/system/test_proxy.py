@@ -1,5 +1,7 @@
-"""The deploy/ nginx configuration, for real: two service processes on loopback ports and
-Debian's nginx in front of them, configured from the same template that compose uses."""
+"""The deploy/ nginx configuration, for real: three service processes on loopback ports and
+Debian's nginx in front of them, configured from the same template that compose and the
+Kubernetes overlay use, with the replicas' PE_MAX_BODY_BYTES (a smaller one than the
+default, so that tests can cross it cheaply)."""
 
 from __future__ import annotations
 
@@ -11,19 +13,38 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
+from service.cache import Cache
 from service.encodings import additive, registry
 from service.encodings.sinusoidal import SinusoidalKey
-from tests.support import ROOT, TABLE, free_port, load, npy_bytes, serving
+from service.settings import Settings
+from service.web.conditional import IMMUTABLE
+from tests.support import (
+    APPLY,
+    NPY,
+    ROOT,
+    SIMILARITY,
+    TABLE,
+    assert_problem,
+    free_port,
+    load,
+    npy_bytes,
+    serving,
+)
 
 pytestmark = pytest.mark.slow
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+TEMPLATE = ROOT / "deploy" / "nginx" / "nginx.conf.template"
+# the replicas' PE_MAX_BODY_BYTES, and so nginx's limit, in this module
+BODY_LIMIT = 1 << 20
 
 
 def render(template: str, values: dict[str, str]) -> str:
@@ -47,7 +68,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         pytest.fail("nginx is not installed: .ci/run installs Debian's nginx")
     prefix = tmp_path_factory.mktemp("nginx")
     with ExitStack() as stack:
-        served = [stack.enter_context(serving()) for _ in range(3)]
+        limit = {"PE_MAX_BODY_BYTES": str(BODY_LIMIT)}
+        served = [stack.enter_context(serving(limit)) for _ in range(3)]
         replicas = [url for url, _ in served]
         port = free_port()
         upstreams = " ".join(
@@ -57,11 +79,12 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         cache = prefix / "cache"
         cache.mkdir()
         site = render(
-            (ROOT / "deploy" / "nginx.conf.template").read_text(),
+            TEMPLATE.read_text(),
             {
                 "NGINX_PORT": f"127.0.0.1:{port}",
                 "NGINX_UPSTREAMS": upstreams,
                 "NGINX_CACHE_PATH": str(cache),
+                **limit,
             },
         )
         (prefix / "site.conf").write_text(site)
@@ -110,6 +133,11 @@ http {{
             nginx.wait(timeout=10)
 
 
+def cache_counters(deployment: Deployment) -> list[dict[str, Any]]:
+    """Each replica's GET /v1/cache: its counters, and the tables it holds."""
+    return [httpx.get(replica + "/v1/cache").json() for replica in deployment.replicas]
+
+
 def test_tables_come_through_byte_identical(deployment: Deployment) -> None:
     for fmt in ("npy", "raw", "json"):
         url = f"{TABLE}?max_len=300&d_model=48&base=77&format={fmt}"
@@ -125,11 +153,9 @@ def test_a_repeated_table_is_served_from_the_proxy_cache(deployment: Deployment)
     url = deployment.proxy + f"{TABLE}?max_len=64&d_model=64&base=31&format=npy"
     statuses = [httpx.get(url).headers["x-cache-status"] for _ in range(3)]
     assert statuses == ["MISS", "HIT", "HIT"]
-    first = [httpx.get(replica + "/v1/cache").json()["misses"] for replica in deployment.replicas]
+    first = cache_counters(deployment)
     httpx.get(url)
-    assert [
-        httpx.get(replica + "/v1/cache").json()["misses"] for replica in deployment.replicas
-    ] == first
+    assert cache_counters(deployment) == first
 
 
 def test_pictures_and_the_explorer_come_through_the_proxy(deployment: Deployment) -> None:
@@ -184,29 +210,102 @@ def test_apply_passes_through_uncached(deployment: Deployment) -> None:
 
 
 def test_requests_are_balanced_across_replicas(deployment: Deployment) -> None:
-    before = [httpx.get(r + "/v1/cache").json()["misses"] for r in deployment.replicas]
+    before = [counters["misses"] for counters in cache_counters(deployment)]
     for d_model in range(100, 120):
-        assert (
-            httpx.get(
-                deployment.proxy + f"{TABLE}?max_len=8&d_model={d_model}&format=npy"
-            ).status_code
-            == 200
-        )
-    after = [httpx.get(r + "/v1/cache").json()["misses"] for r in deployment.replicas]
+        url = f"{deployment.proxy}{TABLE}?max_len=8&d_model={d_model}&format=npy"
+        assert httpx.get(url).status_code == 200
+    after = [counters["misses"] for counters in cache_counters(deployment)]
     assert all(a > b for a, b in zip(after, before, strict=True))
     assert sum(after) - sum(before) == 20
 
 
-def test_the_proxy_answers_its_own_refusals_as_problems(deployment: Deployment) -> None:
-    big = b"\0" * (65 << 20)
-    response = httpx.post(
-        deployment.proxy + TABLE + "/apply",
-        content=big,
-        headers={"content-type": "application/x-npy"},
+def test_the_proxy_refuses_bodies_over_the_replicas_limit(deployment: Deployment) -> None:
+    """nginx's limit is the replicas' PE_MAX_BODY_BYTES: a body of exactly that many bytes
+    goes through, one more byte gets nginx's own problem, which names the setting."""
+    x = np.ones((8191, 32), np.float32)
+    body = npy_bytes(x)
+    assert len(body) == BODY_LIMIT  # 128 bytes of .npy header and 8191 x 32 float32
+    headers = {"content-type": NPY}
+    at_limit = httpx.post(deployment.proxy + APPLY, content=body, headers=headers)
+    assert at_limit.status_code == 200, at_limit.text
+    assert np.array_equal(
+        load(at_limit), additive.apply(x, registry.rows(SinusoidalKey(32), 0, 8191), np.sqrt(32))
     )
-    assert response.status_code == 413
-    assert response.headers["content-type"] == "application/problem+json"
-    assert response.json()["status"] == 413
+    over = httpx.post(deployment.proxy + APPLY, content=body + b"\0", headers=headers)
+    problem = assert_problem(over, 413, f"proxy limit of {BODY_LIMIT} bytes", "PE_MAX_BODY_BYTES")
+    assert problem["limit"] == BODY_LIMIT
+    assert problem["setting"] == "PE_MAX_BODY_BYTES"
+
+
+def test_a_popular_table_is_computed_at_most_once_per_replica(deployment: Deployment) -> None:
+    """32 clients at once ask for a table no replica has computed. nginx sends one of them
+    on and the others wait for its answer in the cache (proxy_cache_lock), so no replica
+    computes the table twice; after that nginx answers alone."""
+    key, rows = SinusoidalKey(512, 4242.0), 8192
+    url = f"{deployment.proxy}{TABLE}?max_len={rows}&d_model=512&base=4242&format=npy"
+    pages = -(-rows // Cache(Settings().cache_bytes).page_rows(key))
+    before = cache_counters(deployment)
+    start = threading.Barrier(32)
+
+    def fetch(_: int) -> httpx.Response:
+        start.wait()
+        return httpx.get(url, timeout=60)
+
+    with ThreadPoolExecutor(32) as pool:
+        burst = list(pool.map(fetch, range(32)))
+    assert [response.status_code for response in burst] == [200] * 32
+    assert all(response.content == burst[0].content for response in burst)
+    assert np.array_equal(load(burst[0]), registry.rows(key, 0, rows))
+    after = cache_counters(deployment)
+    computed = [a["misses"] - b["misses"] for a, b in zip(after, before, strict=True)]
+    statuses = sorted(response.headers["x-cache-status"] for response in burst)
+    print(f"\n32 clients at once: {statuses}; pages computed per replica {computed}")
+    assert all(misses in (0, pages) for misses in computed), (computed, pages)
+    assert sum(computed) == pages  # one request of the 32 reached a replica
+    assert [a["uncached"] - b["uncached"] for a, b in zip(after, before, strict=True)] == [0] * 3
+
+    later = [httpx.get(url) for _ in range(10)]
+    assert [response.headers["x-cache-status"] for response in later] == ["HIT"] * 10
+    assert all(response.content == burst[0].content for response in later)
+    assert cache_counters(deployment) == after  # no replica saw those requests
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("/v1/encodings/rotary?max_len=64&head_dim=32&base=5000", id="rotary"),
+        pytest.param("/v1/encodings/rotary?max_len=8&head_dim=8&format=npz", id="rotary-npz"),
+        pytest.param("/v1/biases/alibi/slopes?num_heads=12", id="alibi-slopes"),
+        pytest.param("/v1/biases/alibi?num_heads=4&max_len=32&format=npy", id="alibi-bias"),
+        pytest.param(f"{SIMILARITY}?max_len=32&d_model=16&base=23", id="similarity-picture"),
+    ],
+)
+def test_every_immutable_answer_is_cached(deployment: Deployment, path: str) -> None:
+    responses = [httpx.get(deployment.proxy + path) for _ in range(2)]
+    assert [response.status_code for response in responses] == [200, 200]
+    assert responses[0].headers["cache-control"] == IMMUTABLE
+    assert [response.headers["x-cache-status"] for response in responses] == ["MISS", "HIT"]
+    assert responses[1].content == responses[0].content
+
+
+def test_answers_that_are_not_immutable_pass_through(deployment: Deployment) -> None:
+    for path in ("/v1/presets", "/v1/cache", "/healthz", "/openapi.json"):
+        response = httpx.get(deployment.proxy + path)
+        assert response.status_code == 200
+        assert "immutable" not in response.headers.get("cache-control", "")
+        assert "x-cache-status" not in response.headers
+    queries = npy_bytes(np.ones((1, 2, 4, 8), np.float32))
+    config = {"rope_theta": 500.0, "head_dim": 8, "max_position_embeddings": 8}
+    for response in [
+        httpx.post(
+            deployment.proxy + "/v1/encodings/rotary/apply",
+            content=queries,
+            headers={"content-type": NPY},
+        ),
+        httpx.post(deployment.proxy + "/v1/encodings/rotary/from-config", json=config),
+    ] * 2:
+        assert response.status_code == 200, response.text
+        assert "x-cache-status" not in response.headers
 
 
 def test_stopping_a_replica_during_load_loses_no_request(deployment: Deployment) -> None:
