@@ -5,7 +5,6 @@ its readiness. Built when the app starts; handed to routes by ``web.deps``."""
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
@@ -13,6 +12,7 @@ from typing import ParamSpec, TypeVar
 import anyio
 
 from service.cache import Cache
+from service.cores import available as available_cores
 from service.flight import Shared
 from service.limits import Limits
 from service.metrics import Telemetry
@@ -47,7 +47,7 @@ class Runtime:
     preload_error: str | None = None
 
     def __post_init__(self) -> None:
-        cores = os.cpu_count() or 1
+        cores = available_cores()
         self.limits = Limits.of(self.settings)
         self.cache = Cache(self.settings.cache_bytes)
         self.cpu = anyio.CapacityLimiter(cores)

@@ -26,6 +26,7 @@ PURE = [
     "service.encodings._rope_library",
     "service.cache",
     "service.codecs",
+    "service.cores",
     "service.errors",
     "service.inference.wire",
     "service.plots",
@@ -76,6 +77,7 @@ LOWER = [
         for p in (ROOT / "service" / folder).glob("*.py")
     ),
     "service/cache.py",
+    "service/cores.py",
     "service/errors.py",
     "service/settings.py",
 ]

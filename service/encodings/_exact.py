@@ -19,13 +19,14 @@ import bisect
 import decimal
 import functools
 import itertools
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
+
+from service import cores
 
 Float64Array = NDArray[np.float64]
 # (sines, cosines): views of one output, rows by position; the cosines may have one column
@@ -271,7 +272,7 @@ def _spans(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in itertools.pairwise(edges) if a < b]
 
 
-_WORKERS: Final = max(1, min(os.cpu_count() or 1, 8))
+_WORKERS: Final = min(cores.available(), 8)
 # Threads for large fills: numpy releases the GIL, so they use every core. (Its threads
 # start on first use.)
 _POOL: Final = ThreadPoolExecutor(_WORKERS, thread_name_prefix="pe-fill")
