@@ -19,23 +19,54 @@ ROBOT = np.array(
 )
 
 
-def exact(pos: int, column: int, d_model: int, base: float, layout: str = "interleaved") -> float:
-    """``PE[pos, column]`` to 200 bits, rounded to float64 only when returned."""
+def entry(
+    pos: int, column: int, d_model: int, base: float, layout: str = "interleaved"
+) -> mpmath.mpf:
+    """``PE[pos, column]`` to 200 bits: ``layout`` says which pair and function a column is."""
     sines = (d_model + 1) // 2
     if layout == "interleaved":
         pair, is_sine = column // 2, column % 2 == 0
     else:
         pair, is_sine = (column, True) if column < sines else (column - sines, False)
     angle = mpmath.mpf(pos) / mpmath.power(mpmath.mpf(base), mpmath.mpf(2 * pair) / d_model)
-    return float(mpmath.sin(angle) if is_sine else mpmath.cos(angle))
+    return mpmath.sin(angle) if is_sine else mpmath.cos(angle)
 
 
-def exact_error(value: float, pos: int, column: int, d_model: int, base: float) -> float:
+def exact(pos: int, column: int, d_model: int, base: float, layout: str = "interleaved") -> float:
+    """``PE[pos, column]`` to 200 bits, rounded to float64 only when returned."""
+    return float(entry(pos, column, d_model, base, layout))
+
+
+def exact_error(
+    value: float, pos: int, column: int, d_model: int, base: float, layout: str = "interleaved"
+) -> float:
     """``|value - PE[pos, column]|`` measured in 200 bits, not after rounding to float64."""
-    pair = column // 2
-    angle = mpmath.mpf(pos) / mpmath.power(mpmath.mpf(base), mpmath.mpf(2 * pair) / d_model)
-    truth = mpmath.sin(angle) if column % 2 == 0 else mpmath.cos(angle)
-    return float(abs(mpmath.mpf(float(value)) - truth))
+    return float(abs(mpmath.mpf(float(value)) - entry(pos, column, d_model, base, layout)))
+
+
+def rows(
+    start: int, stop: int, d_model: int, base: float, layout: str = "interleaved"
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Rows ``start .. stop-1`` to 200 bits, as two float64 tables ``(hi, lo)``: ``hi`` is
+    each entry rounded to float64 and ``hi + lo`` is within 2^-106 of it, so ``|(v - hi) -
+    lo|`` is the error of a float64 ``v`` near it (``v - hi`` is exact). One angle's sine
+    and cosine are computed once for both columns."""
+    sines = (d_model + 1) // 2
+    hi = np.empty((stop - start, d_model))
+    lo = np.empty_like(hi)
+    for pair in range(sines):
+        w = mpmath.power(mpmath.mpf(base), -mpmath.mpf(2 * pair) / d_model)
+        if layout == "interleaved":
+            sine, cosine = 2 * pair, 2 * pair + 1
+        else:
+            sine, cosine = pair, sines + pair
+        for r, pos in enumerate(range(start, stop)):
+            cos, sin = mpmath.cos_sin(pos * w)
+            for column, value in ((sine, sin), (cosine, cos)):
+                if column < d_model:
+                    hi[r, column] = float(value)
+                    lo[r, column] = float(value - hi[r, column])
+    return hi, lo
 
 
 def table(
