@@ -15,6 +15,7 @@ figures once a second (:meth:`Telemetry.publish`), and the one scraped writes it
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import glob
 import os
@@ -31,7 +32,12 @@ from prometheus_client import (
     disable_created_metrics,
     multiprocess,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from service.cache import Cache, CacheStats
@@ -85,24 +91,54 @@ class CacheCollector(Collector):
             yield GaugeMetricFamily(name, text, value=getattr(stats, field))
 
 
-class RequestStats:
-    """Request counts and a latency histogram by method, route and status. The labelled
-    series are kept by their labels, so that counting a request is two increments."""
+_REQUESTS: Final = ("pe_http_requests", "HTTP requests answered, by method, route and status.")
+_LATENCY: Final = (
+    "pe_http_request_duration_seconds",
+    "Time from request to the end of the response, by method, route and status.",
+)
+
+
+class RequestStats(Collector):
+    """Request counts and a latency histogram by method, route and status, in one process:
+    plain numbers updated on the event loop (a few times cheaper than prometheus-client's
+    locked values, on every request), turned into samples when scraped."""
 
     def __init__(self) -> None:
-        self.requests = Counter(
-            "pe_http_requests",
-            "HTTP requests answered, by method, route and status.",
-            _LABELS,
-            registry=None,
-        )
-        self.latency = Histogram(
-            "pe_http_request_duration_seconds",
-            "Time from request to the end of the response, by method, route and status.",
-            _LABELS,
-            registry=None,
-            buckets=LATENCY_BUCKETS,
-        )
+        # (method, route, status) -> [count, sum of seconds], count per bucket
+        self._series: dict[tuple[str, str, str], tuple[list[float], list[int]]] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        key = (method, route, str(status))
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = ([0.0, 0.0], [0] * (len(LATENCY_BUCKETS) + 1))
+        totals, buckets = series
+        totals[0] += 1
+        totals[1] += seconds
+        buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(*_REQUESTS, labels=_LABELS)
+        latency = HistogramMetricFamily(*_LATENCY, labels=_LABELS)
+        for labels, ((count, total), buckets) in list(self._series.items()):
+            requests.add_metric(list(labels), count)
+            cumulative, running = [], 0
+            for bound, n in zip([*LATENCY_BUCKETS, float("inf")], buckets, strict=True):
+                running += n
+                cumulative.append(("+Inf" if bound == float("inf") else str(float(bound)), running))
+            latency.add_metric(list(labels), cumulative, total)
+        yield requests
+        yield latency
+
+
+class SharedRequestStats:
+    """The same, kept by prometheus-client where every worker's values are read (several
+    workers): the labelled series are kept by their labels, so that counting a request is
+    two writes to memory-mapped files."""
+
+    def __init__(self) -> None:
+        self.requests = Counter(*_REQUESTS, _LABELS, registry=None)
+        self.latency = Histogram(*_LATENCY, _LABELS, registry=None, buckets=LATENCY_BUCKETS)
         self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -185,15 +221,16 @@ class Telemetry:
 
     def __init__(self, cache: Callable[[], Cache | None]) -> None:
         self.registry = CollectorRegistry()
-        self.requests = RequestStats()
         self._cache = cache
         self._publisher = _CachePublisher() if MULTIPROCESS else None
+        self.requests: RequestStats | SharedRequestStats
         if self._publisher is not None:
+            self.requests = SharedRequestStats()
             self.registry.register(_Group(self.publish))
             return
-        for collector in (self.requests.requests, self.requests.latency, REFUSED):
+        self.requests = RequestStats()
+        for collector in (self.requests, REFUSED, CacheCollector(cache)):
             self.registry.register(collector)
-        self.registry.register(CacheCollector(cache))
 
     @property
     def multiprocess(self) -> bool:

@@ -121,9 +121,7 @@ def test_latency_buckets_are_cumulative() -> None:
     stats = RequestStats()
     for seconds in (0.0001, 0.003, 0.003, 20.0):
         stats.observe("GET", "/x", 200, seconds)
-    families = {
-        family.name: family for family in [*stats.requests.collect(), *stats.latency.collect()]
-    }
+    families = {family.name: family for family in stats.collect()}
     samples = {
         (s.name, s.labels.get("le")): s.value
         for s in families["pe_http_request_duration_seconds"].samples
