@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import uvicorn
@@ -68,6 +68,7 @@ def checked_settings() -> Settings:
         preload.check(preload.parse(settings.preload), Limits.of(settings), settings.cache_bytes)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
+    check_metrics_directory(os.environ)
     if settings.grpc_port:
         try:
             importlib.import_module("service.inference.grpc")
@@ -107,12 +108,37 @@ def main() -> None:
         )
 
 
+def check_metrics_directory(environ: Mapping[str, str]) -> None:
+    """A metrics directory named for prometheus-client's multiprocess mode must be an empty
+    directory this process can write: a missing one stops every worker at its first
+    request, and an earlier run's files would be counted again."""
+    from service.metrics import DIRECTORY_VARIABLES
+
+    for name in DIRECTORY_VARIABLES:
+        if name not in environ:
+            continue
+        path = environ[name]
+        what = f'{name}={path!r} (where several workers keep their metrics, README "Operations")'
+        if not path or not os.path.isdir(path):
+            raise SettingsError(f"{what} is not a directory: name an empty one, or unset it")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise SettingsError(f"{what} is not writable by this user")
+        with os.scandir(path) as entries:
+            if next(entries, None) is not None:
+                raise SettingsError(
+                    f"{what} is not empty: an earlier run's metrics would be counted again; "
+                    "empty it, or unset it (python -m service then makes one of its own)"
+                )
+
+
 @contextlib.contextmanager
 def metrics_directory(workers: int) -> Iterator[None]:
     """With several workers, an empty directory for their metrics (``service.metrics``),
     named in ``PROMETHEUS_MULTIPROC_DIR`` for the workers to inherit, and removed when they
-    have stopped; one that is already set (it must be empty) is used as it is."""
-    if workers == 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    have stopped; one that is already named (checked empty) is used, and left, as it is."""
+    from service.metrics import DIRECTORY_VARIABLES
+
+    if workers == 1 or any(name in os.environ for name in DIRECTORY_VARIABLES):
         yield
         return
     path = tempfile.mkdtemp(prefix="pe-metrics-")

@@ -17,7 +17,9 @@ def quota(v2: Path = _V2, v1: tuple[Path, Path] = _V1) -> float | None:
     """The CPU quota in CPUs (``1.5``), or ``None`` if there is none or it cannot be read."""
     try:
         limit, period = v2.read_text().split()[:2]
-        return None if limit == "max" else int(limit) / int(period)
+        if limit != "max" and int(limit) > 0 and int(period) > 0:
+            return int(limit) / int(period)
+        return None
     except (OSError, ValueError):
         pass
     try:

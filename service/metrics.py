@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import contextlib
 import glob
+import logging
 import os
 import re
 import threading
@@ -42,8 +44,10 @@ from prometheus_client.registry import Collector
 
 from service.cache import Cache, CacheStats
 
-# the same test prometheus-client makes, when it is imported, to keep values in files
-MULTIPROCESS: Final = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+# the variables prometheus-client reads, when it is imported, to keep values in files: set
+# (even empty), they switch it to that; python -m service checks what they name
+DIRECTORY_VARIABLES: Final = ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir")
+MULTIPROCESS: Final = any(name in os.environ for name in DIRECTORY_VARIABLES)
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _LABELS = ["method", "route", "status"]
 # (name, help, the CacheStats field) of the cache's counters and gauges
@@ -71,6 +75,7 @@ REFUSED: Final = Counter(
 )
 # the time each series was made: not a figure anyone graphs, and no worker's in particular
 disable_created_metrics()  # type: ignore[no-untyped-call]
+log = logging.getLogger(__name__)
 _LIVE_GAUGE_FILE: Final = re.compile(r"gauge_live\w+?_(\d+)\.db")
 
 
@@ -169,9 +174,9 @@ class _CachePublisher:
         self._written: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()  # the loop's writes and a scrape's
 
-    def write(self, stats: CacheStats) -> None:
-        with self._lock:
-            self._write(stats)
+    def write(self, cache: Cache) -> None:
+        with self._lock:  # the figures read and written in turn: newer ones last
+            self._write(cache.stats(top=0))
 
     def _write(self, stats: CacheStats) -> None:
         for counter, field in self._counters:
@@ -189,7 +194,7 @@ class _Group(Collector):
 
     def __init__(self, before: Callable[[], None]) -> None:
         self._before = before
-        self._path = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        self._path = next(os.environ[name] for name in DIRECTORY_VARIABLES if name in os.environ)
         self._files = multiprocess.MultiProcessCollector(  # type: ignore[no-untyped-call]
             None, self._path
         )
@@ -199,9 +204,10 @@ class _Group(Collector):
         for path in glob.glob(os.path.join(self._path, "gauge_live*.db")):
             match = _LIVE_GAUGE_FILE.fullmatch(os.path.basename(path))
             if match and not _alive(int(match.group(1))):
-                multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
-                    int(match.group(1)), self._path
-                )
+                # prometheus-client's mark_process_dead, but another scrape (of this worker
+                # or another) may have removed it first
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
         yield from self._files.collect()  # type: ignore[no-untyped-call]
 
 
@@ -232,20 +238,19 @@ class Telemetry:
         for collector in (self.requests, REFUSED, CacheCollector(cache)):
             self.registry.register(collector)
 
-    @property
-    def multiprocess(self) -> bool:
-        return self._publisher is not None
-
     def publish(self) -> None:
         """Write this worker's cache figures where the other workers read them (several
         workers; otherwise nothing to do)."""
         cache = self._cache()
         if self._publisher is not None and cache is not None:
-            self._publisher.write(cache.stats(top=0))
+            self._publisher.write(cache)
 
     async def publishing(self) -> None:
         """:meth:`publish` once a second, off the event loop, until cancelled (several
-        workers; otherwise it returns at once)."""
+        workers; otherwise it returns at once). A failure is logged, and it goes on."""
         while self._publisher is not None:
-            await asyncio.to_thread(self.publish)
+            try:
+                await asyncio.to_thread(self.publish)
+            except Exception:
+                log.exception("writing the cache's figures for /metrics failed")
             await asyncio.sleep(1)

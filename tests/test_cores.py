@@ -19,7 +19,13 @@ def cgroup(tmp_path: Path) -> tuple[Path, tuple[Path, Path]]:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("max 100000\n", None), ("150000 100000\n", 1.5), ("50000 100000", 0.5), ("junk", None)],
+    [
+        ("max 100000\n", None),
+        ("150000 100000\n", 1.5),
+        ("50000 100000", 0.5),
+        ("junk", None),
+        ("100000 0", None),
+    ],
 )
 def test_cgroup_v2_quota(
     cgroup: tuple[Path, tuple[Path, Path]], text: str, expected: float | None

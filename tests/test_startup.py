@@ -92,6 +92,26 @@ def test_grpc_without_its_extra_stops_the_start(tmp_path: Path) -> None:
     assert_one_line(done, "PE_GRPC_PORT=8001", "grpc extra is not installed", "no grpc here")
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_metrics_directory_must_be_an_empty_writable_one(tmp_path: Path, workers: str) -> None:
+    """prometheus-client's multiprocess directory, if named: a missing one stopped every
+    worker at its first request (and uvicorn started them again, for ever); an earlier
+    run's files would be counted again."""
+    missing = str(tmp_path / "missing")
+    for name, value, words in [
+        ("PROMETHEUS_MULTIPROC_DIR", missing, ["is not a directory"]),
+        ("PROMETHEUS_MULTIPROC_DIR", "", ["PROMETHEUS_MULTIPROC_DIR=''", "not a directory"]),
+        ("prometheus_multiproc_dir", missing, ["prometheus_multiproc_dir=", "not a directory"]),
+    ]:
+        assert_one_line(start({"PE_WORKERS": workers, name: value}), *words)
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "counter_1.db").write_bytes(b"")
+    assert_one_line(
+        start({"PE_WORKERS": workers, "PROMETHEUS_MULTIPROC_DIR": str(used)}), "is not empty"
+    )
+
+
 def test_openapi_is_refused_with_the_same_line() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "service", "openapi"],

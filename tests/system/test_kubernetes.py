@@ -108,16 +108,6 @@ def settings(config: dict[str, str]) -> Settings:
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_every_renderer_renders_the_same_objects(rendered: dict[str, str], name: str) -> None:
-    def key(manifest: Manifest) -> tuple[str, str]:
-        return manifest["kind"], manifest["metadata"]["name"]
-
-    expected = sorted(objects(rendered[name]), key=key)
-    for command in renderers()[1:]:
-        assert sorted(objects(render(command, KUSTOMIZATIONS[name])), key=key) == expected
-
-
-@pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_the_manifests_match_the_kubernetes_schemas(
     rendered: dict[str, str], name: str, tmp_path: Path
 ) -> None:
