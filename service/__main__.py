@@ -5,7 +5,9 @@
 
 Settings the service cannot start with stop it before it serves, with one line on standard
 error and exit status 2: an unknown ``PE_`` variable, a malformed value, a ``PE_PRELOAD``
-that does not parse or is over the limits, ``PE_GRPC_PORT`` without the grpc extra.
+that does not parse, is over the limits or does not fit the cache, ``PE_POSTED_BYTES``
+under the largest body, a metrics directory that is not an empty writable one,
+``PE_GRPC_PORT`` without the grpc extra.
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ def checked_settings() -> Settings:
         preload.check(preload.parse(settings.preload), Limits.of(settings), settings.cache_bytes)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
+    largest = max(settings.max_body_bytes, settings.max_config_bytes)
+    if settings.posted_bytes < largest:
+        raise SettingsError(
+            f"PE_POSTED_BYTES={settings.posted_bytes} is less than the largest body a request "
+            f"may post ({largest}, PE_MAX_BODY_BYTES or PE_MAX_CONFIG_BYTES): such a body "
+            "would always be refused; raise it, or lower the other"
+        )
     check_metrics_directory(os.environ)
     if settings.grpc_port:
         try:

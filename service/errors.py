@@ -115,6 +115,27 @@ class BodyTooLarge(LimitExceeded):
     slug = "body-too-large"
 
 
+class Busy(ServiceError):
+    """The posted bodies the process holds would pass ``PE_POSTED_BYTES`` with this one's
+    bytes: it is refused while it arrives, to be sent again in a moment (or to another
+    replica, which a proxy does for a 503)."""
+
+    status = 503
+    title = "Service Unavailable"
+    slug = "busy"
+
+    def __init__(self, received: int, held: int, limit: int) -> None:
+        super().__init__(
+            f"the request bodies being received and worked on hold {held:,} bytes, and this "
+            f"one's {received:,} so far would take them past {limit:,} (PE_POSTED_BYTES): "
+            "send it again in a moment",
+            limit=limit,
+            requested=held + received,
+            setting="PE_POSTED_BYTES",
+            headers={"retry-after": "1"},
+        )
+
+
 class RequestTimeout(ServiceError):
     """No byte of a posted body arrived for ``PE_BODY_TIMEOUT`` seconds."""
 

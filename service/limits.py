@@ -9,6 +9,24 @@ from service.errors import Limit
 from service.settings import Settings
 
 
+class Budget:
+    """Bytes held by many requests at once, all together at most ``limit``; taken and given
+    back on the event loop."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        if self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.held -= size
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """The limits the settings set, as :class:`Limit` s that name their settings."""

@@ -33,6 +33,7 @@ from typing import Any, Final, cast
 from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
+from service.limits import Budget
 from service.settings import Settings
 from service.telemetry import CUT_OFF, printable
 
@@ -54,27 +55,10 @@ def settings() -> Settings:
     return Settings()
 
 
-class SlowBudget:
-    """Bytes of answers held for slow clients, in total, at most ``limit``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.held = 0
-
-    def take(self, size: int) -> bool:
-        if self.held + size > self.limit:
-            return False
-        self.held += size
-        return True
-
-    def give(self, size: int) -> None:
-        self.held -= size
-
-
 @functools.cache
-def slow_budget() -> SlowBudget:
-    """The process's budget for slow clients (``PE_SLOW_CLIENT_BYTES``)."""
-    return SlowBudget(settings().slow_client_bytes)
+def slow_budget() -> Budget:
+    """The process's budget of answers held for slow clients (``PE_SLOW_CLIENT_BYTES``)."""
+    return Budget(settings().slow_client_bytes)
 
 
 def limit_buffer(transport: asyncio.Transport) -> None:

@@ -14,7 +14,7 @@ import anyio
 from service.cache import Cache
 from service.cores import available as available_cores
 from service.flight import Shared
-from service.limits import Limits
+from service.limits import Budget, Limits
 from service.metrics import Telemetry
 from service.settings import Settings
 
@@ -39,6 +39,8 @@ class Runtime:
     quick: anyio.CapacityLimiter = field(init=False)
     # requests computing over 8 MiB of rows take turns, one per core, until answered
     large_answers: anyio.Semaphore = field(init=False)
+    # the bytes of the posted bodies held at once (PE_POSTED_BYTES)
+    posted: Budget = field(init=False)
     # matplotlib is not thread-safe: one picture at a time
     painter: anyio.CapacityLimiter = field(init=False)
     # identical pictures asked for at once are drawn once
@@ -53,6 +55,7 @@ class Runtime:
         self.cpu = anyio.CapacityLimiter(cores)
         self.quick = anyio.CapacityLimiter(cores)
         self.large_answers = anyio.Semaphore(cores)
+        self.posted = Budget(self.settings.posted_bytes)
         self.painter = anyio.CapacityLimiter(1)
         self.drawings = Shared()
 

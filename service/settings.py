@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     min_read_rate: Bytes = Field(256 << 10, gt=0)
     # bytes of answers held for slow clients (a piece untaken for 2 s), all together
     slow_client_bytes: Bytes = Field(128 * MiB, ge=0)
+    # bytes of posted bodies held at once, all together, from their first byte read until
+    # their answer is computed; a body that would pass it is a 503 (Retry-After)
+    posted_bytes: Bytes = Field(256 * MiB, ge=1)
     # seconds to send a whole request head, from its first byte or the connect; then 408
     head_timeout: float = Field(10.0, gt=0, allow_inf_nan=False)
     # seconds a posted body may go without a byte arriving; then 408

@@ -71,6 +71,8 @@ BAD = [
         ["PE_PRELOAD", "PE_CACHE_BYTES", "67,108,864"],
     ),
     ({"PE_PRELOAD": "4x4", "PE_MAX_WIDTH": "2"}, ["PE_PRELOAD", "PE_MAX_WIDTH"]),
+    # all the bodies held at once, less than one
+    ({"PE_POSTED_BYTES": "32MiB"}, ["PE_POSTED_BYTES=33554432", "67108864", "PE_MAX_BODY_BYTES"]),
     # several at once: still one line, every one named
     ({"PE_PORT": "x", "PE_WORKERS": "y"}, ["PE_PORT='x'", "PE_WORKERS='y'"]),
     ({"PE_A_B": "1", "PE_CACHEBYTES": "1"}, ["PE_A_B", "PE_CACHEBYTES", "PE_CACHE_BYTES?"]),

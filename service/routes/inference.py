@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request, Response
 from service import handlers
 from service.errors import ServiceError, UnsupportedMediaType
 from service.inference import models, wire
-from service.web.bodies import read_body
+from service.web.bodies import read_body, reserving
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
 from service.web.negotiation import combined
@@ -160,6 +160,8 @@ _INFER: Final[dict[str, Any]] = {
             s408="The body did not arrive in time.",
             s413="The body is over PE_MAX_BODY_BYTES.",
             s415="The body is compressed (Content-Encoding), which is not supported.",
+            s503="Busy: the bodies posted at once would pass PE_POSTED_BYTES; send it again "
+            "after Retry-After seconds.",
         ),
     },
 }
@@ -185,23 +187,27 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
     if encoding is not None and encoding.strip().lower() != "identity":
         raise CompressedBody(encoding)
     settings = runtime.settings
-    body = await read_body(
-        request,
-        runtime.limits.body_bytes,
-        idle_timeout=settings.body_timeout,
-        min_rate=settings.min_read_rate,
-        grace=settings.send_timeout,
-    )
-    length = wire.header_length(combined(raw, b"inference-header-content-length"), len(body))
-    elements = len(body) // 4  # about four bytes a number, in JSON or binary
-    limit = runtime.limits.json_elements
-
-    async def run() -> handlers.Answer:
-        parsed = await runtime.compute(elements, wire.parse, body, length, limit)
-        large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
-        return await handlers.holding_permit(
-            runtime, large, lambda: runtime.compute(elements, models.infer, runtime, served, parsed)
+    with reserving(runtime.posted) as reservation:
+        body = await read_body(
+            request,
+            runtime.limits.body_bytes,
+            reservation,
+            idle_timeout=settings.body_timeout,
+            min_rate=settings.min_read_rate,
+            grace=settings.send_timeout,
         )
+        length = wire.header_length(combined(raw, b"inference-header-content-length"), len(body))
+        elements = len(body) // 4  # about four bytes a number, in JSON or binary
+        limit = runtime.limits.json_elements
 
-    answer = await unless_gone(request, run)
+        async def run() -> handlers.Answer:
+            parsed = await runtime.compute(elements, wire.parse, body, length, limit)
+            large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
+            return await handlers.holding_permit(
+                runtime,
+                large,
+                lambda: runtime.compute(elements, models.infer, runtime, served, parsed),
+            )
+
+        answer = await unless_gone(request, run)
     return respond(runtime, answer, {"cache-control": "no-store"})

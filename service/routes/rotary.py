@@ -22,7 +22,7 @@ from service.schemas.hf_config import rotary_query
 from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
 from service.settings import POSITION_CEILING
 from service.web import openapi
-from service.web.bodies import body_format, read_body
+from service.web.bodies import body_format, read_body, reserving
 from service.web.deps import RuntimeDep
 from service.web.negotiation import combined
 from service.web.responses import apply_response, table_response
@@ -107,7 +107,11 @@ class FromConfigQuery(BaseModel):
             "partial_rotary_factor, max_position_embeddings).",
         }
     },
-    responses={200: _TABLE_200, **openapi.problems_of(400, 406, 408, 413, 415, 422)},
+    responses={
+        200: _TABLE_200,
+        **openapi.problems_of(400, 406, 408, 413, 415, 422),
+        **openapi.BUSY,
+    },
 )
 async def from_config(
     query: Annotated[FromConfigQuery, Query()], request: Request, runtime: RuntimeDep
@@ -118,14 +122,16 @@ async def from_config(
     content_type = combined(raw, b"content-type")
     if body_format(content_type) != "json":  # a config.json, never a batch
         raise UnsupportedMediaType(content_type, ["application/json"])
-    body = await read_body(
-        request,
-        runtime.limits.config_bytes,
-        idle_timeout=runtime.settings.body_timeout,
-        min_rate=runtime.settings.min_read_rate,
-        grace=runtime.settings.send_timeout,
-    )
-    config = await runtime.compute(len(body), _parse, body)  # off the event loop
+    with reserving(runtime.posted) as reservation:  # a config.json: a few KiB, while parsed
+        body = await read_body(
+            request,
+            runtime.limits.config_bytes,
+            reservation,
+            idle_timeout=runtime.settings.body_timeout,
+            min_rate=runtime.settings.min_read_rate,
+            grace=runtime.settings.send_timeout,
+        )
+        config = await runtime.compute(len(body), _parse, body)  # off the event loop
     given = rotary_query(config)
     asked = query.model_dump(exclude_none=True)
     given.update(asked)
@@ -177,6 +183,7 @@ def _parse(body: bytes | bytearray) -> dict[str, Any]:
             "headers": openapi.APPLY_HEADERS,
         },
         **openapi.problems_of(400, 406, 408, 413, 415, 422),
+        **openapi.BUSY,
     },
 )
 async def apply(

@@ -60,6 +60,7 @@ async def get_table(
             "headers": openapi.APPLY_HEADERS,
         },
         **openapi.problems_of(400, 406, 408, 413, 415, 422),
+        **openapi.BUSY,
     },
 )
 async def apply(

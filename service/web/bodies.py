@@ -1,11 +1,12 @@
 """Posted bodies: which format a ``Content-Type`` names, the shape and dtype a raw body
-declares, and reading a body within ``PE_MAX_BODY_BYTES`` and ``PE_BODY_TIMEOUT``."""
+declares, and reading a body within ``PE_MAX_BODY_BYTES``, ``PE_BODY_TIMEOUT`` and, with
+every other body the process holds, ``PE_POSTED_BYTES``."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from contextlib import aclosing
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import aclosing, contextmanager
 from typing import TypeVar
 
 import anyio
@@ -15,12 +16,14 @@ from starlette.requests import ClientDisconnect
 from service.codecs import raw
 from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat, shown
 from service.errors import (
+    Busy,
     ClientGone,
     Limit,
     MalformedBody,
     RequestTimeout,
     UnsupportedMediaType,
 )
+from service.limits import Budget
 
 _BODY_TYPES = {MEDIA_TYPES[fmt]: fmt for fmt in BODY_FORMATS}
 # A raw body's dtype when neither X-Dtype nor the dtype parameter says (as a JSON body's).
@@ -81,9 +84,35 @@ def _declared(
     return from_header
 
 
+class Reservation:
+    """The bytes of one request's body, taken from the process's budget of posted bodies
+    (``PE_POSTED_BYTES``) as they arrive: :class:`Busy` (503) if they would pass it."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.held = 0
+
+    def take(self, size: int) -> None:
+        if not self.budget.take(size):
+            raise Busy(self.held + size, self.budget.held - self.held, self.budget.limit)
+        self.held += size
+
+
+@contextmanager
+def reserving(budget: Budget) -> Iterator[Reservation]:
+    """A :class:`Reservation` for a request's body, given back when the block ends (its
+    answer computed, or the request refused)."""
+    reservation = Reservation(budget)
+    try:
+        yield reservation
+    finally:
+        budget.give(reservation.held)
+
+
 async def read_body(
     request: Request,
     size: Limit,
+    reservation: Reservation,
     *,
     idle_timeout: float | None = None,
     min_rate: int | None = None,
@@ -94,8 +123,9 @@ async def read_body(
     arrive, not the length a client declares. With ``idle_timeout``, a body that goes that
     many seconds without a byte is refused with 408; with ``min_rate``, so is a body that
     arrives slower than ``min_rate`` bytes a second on average after ``grace`` seconds (a
-    byte now and then keeps no body, and the memory it holds, for ever).
-    A client that leaves is a 499."""
+    byte now and then keeps no body, and the memory it holds, for ever). The bytes are taken
+    from ``reservation`` as they arrive (not as declared: a slow client holds what it has
+    sent). A client that leaves is a 499."""
     declared = request.headers.get("content-length", "")
     length = int(declared) if declared.isdigit() else None
     if length is not None:
@@ -120,6 +150,7 @@ async def read_body(
                     chunk = await anext(stream, None)
                 if chunk is None:
                     return bytearray().join(chunks)
+                reservation.take(len(chunk))
                 chunks.append(chunk)
                 received += len(chunk)
                 if length is None:

@@ -19,6 +19,16 @@ _PROBLEM_CAUSES: Final = {
     501: "This installation cannot draw pictures: it lacks the plots extra (matplotlib).",
     503: "Not ready: the PE_PRELOAD tables are still being computed, or failed.",
 }
+# a posted body, while the bodies held at once are at PE_POSTED_BYTES
+BUSY: Final[dict[int | str, dict[str, Any]]] = {
+    503: {
+        "model": Problem,
+        "content": {PROBLEM_MEDIA_TYPE: {}},
+        "description": "Busy: the bodies posted at once would pass PE_POSTED_BYTES; send it "
+        "again after Retry-After seconds.",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+    }
+}
 BINARY: Final = {"schema": {"type": "string", "format": "binary"}}
 
 

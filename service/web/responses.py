@@ -16,7 +16,7 @@ from service.encodings.registry import DType, Key
 from service.errors import InvalidParameter
 from service.pacing import PATIENCE
 from service.runtime import Runtime
-from service.web.bodies import body_format, raw_layout, read_body
+from service.web.bodies import body_format, raw_layout, read_body, reserving
 from service.web.conditional import IMMUTABLE, fields_etag, matches
 from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
@@ -158,16 +158,18 @@ async def apply_response(
     chosen = fmt or negotiate(combined(raw, b"accept"), offered)
     gzip = chosen == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
     limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
-    body = await read_body(
-        request,
-        limit,
-        idle_timeout=idle,
-        min_rate=runtime.settings.min_read_rate,
-        grace=runtime.settings.send_timeout,
-    )
     plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
-    # about four bytes a number in every body format: its size says which lane
-    answer = await unless_gone(
-        request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
-    )
+    with reserving(runtime.posted) as reservation:
+        body = await read_body(
+            request,
+            limit,
+            reservation,
+            idle_timeout=idle,
+            min_rate=runtime.settings.min_read_rate,
+            grace=runtime.settings.send_timeout,
+        )
+        # about four bytes a number in every body format: its size says which lane
+        answer = await unless_gone(
+            request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
+        )
     return respond(runtime, answer, {"cache-control": "no-store"})

@@ -3,6 +3,7 @@ do not hold up anyone else."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -13,7 +14,7 @@ import httpx
 import pytest
 
 from service.protocol import MAX_HEAD_BYTES, MAX_TARGET_BYTES
-from tests.support import running
+from tests.support import rss_mib, running, serving
 
 pytestmark = pytest.mark.slow
 
@@ -282,3 +283,38 @@ def test_requests_the_protocol_refuses_are_counted() -> None:
         metrics = httpx.get(base + "/metrics").text
     assert 'pe_http_refused_total{status="400"} 1.0' in metrics
     assert 'pe_http_refused_total{status="414"} 2.0' in metrics
+
+
+def test_posted_bodies_share_a_bounded_budget() -> None:
+    """Eight clients posting large bodies at once share PE_POSTED_BYTES: the bodies whose
+    bytes would take it past the budget are refused as they arrive, with a 503 to send them
+    again, and the server holds no more than the budget (it held every byte sent before)."""
+    body = 16 << 20
+    env = {"PE_MAX_BODY_BYTES": str(body), "PE_POSTED_BYTES": str(2 * body)}
+    head = (
+        f"POST /v1/encodings/sinusoidal/apply HTTP/1.1\r\nHost: x\r\n"
+        f"Content-Type: application/octet-stream\r\nX-Shape: {body // 4}\r\n"
+        f"Content-Length: {body}\r\n\r\n"
+    ).encode()
+    with serving(env) as (base, process):
+        idle = rss_mib(process.pid)
+        clients = [connect(base) for _ in range(8)]
+        try:
+            for sock in clients:  # three quarters of each body, and then nothing more
+                sock.sendall(head)
+                with contextlib.suppress(OSError):
+                    sock.sendall(b"\0" * (body * 3 // 4))
+            time.sleep(1)
+            held = rss_mib(process.pid) - idle
+            answers = []
+            for sock in clients:
+                sock.settimeout(1)
+                with contextlib.suppress(OSError):
+                    answers.append(sock.recv(65536))
+        finally:
+            for sock in clients:
+                sock.close()
+    refused = [answer for answer in answers if answer.startswith(b"HTTP/1.1 503")]
+    assert len(refused) >= 5, answers  # 96 MiB sent, 32 MiB taken
+    assert all(b"retry-after: 1" in a.lower() and b"PE_POSTED_BYTES" in a for a in refused)
+    assert held < 2 * body / (1 << 20) + 24, f"{held:.0f} MiB held for the bodies"

@@ -183,10 +183,16 @@ def request_peaks(settings: Settings) -> dict[str, int]:
 
 
 def memory(settings: Settings, at_once: int) -> int:
-    """Cache, slow clients' answers, the interpreter, and ``at_once`` requests at their
-    most, for each worker."""
+    """Cache, slow clients' answers, posted bodies, the interpreter, and ``at_once``
+    requests at their most, for each worker."""
     requests = at_once * max(request_peaks(settings).values())
-    held = settings.cache_bytes + settings.slow_client_bytes + BASELINE + requests
+    held = (
+        settings.cache_bytes
+        + settings.slow_client_bytes
+        + settings.posted_bytes
+        + BASELINE
+        + requests
+    )
     return settings.workers * held
 
 
@@ -207,7 +213,7 @@ def test_the_memory_is_the_arithmetic_in_the_comment(service: Manifest, settings
     assert quantity(resources["limits"]["memory"]) == total
     comment = (KUBERNETES / "base" / "deployment.yaml").read_text()
     peak = max(request_peaks(settings).values())
-    for term in (settings.cache_bytes, settings.slow_client_bytes, BASELINE):
+    for term in (settings.cache_bytes, settings.slow_client_bytes, settings.posted_bytes, BASELINE):
         assert f"{term // MiB}Mi " in comment
     assert f"+ {at_once} x {peak // MiB}Mi " in comment
     assert f"= {total // MiB}Mi," in comment

@@ -10,12 +10,15 @@ import tracemalloc
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 from starlette.requests import Request
 from starlette.types import Message
 
+from service.app import create_app
 from service.errors import (
     BodyTooLarge,
+    Busy,
     ClientGone,
     Limit,
     MalformedBody,
@@ -23,8 +26,10 @@ from service.errors import (
     ServiceError,
     UnsupportedMediaType,
 )
-from service.web.bodies import body_format, raw_layout, read_body
-from tests.support import APPLY
+from service.limits import Budget
+from service.settings import Settings
+from service.web.bodies import Reservation, body_format, raw_layout, read_body, reserving
+from tests.support import APPLY, NPY, assert_problem, in_process, npy_bytes
 
 LIMIT = Limit(1 << 30, "PE_MAX_BODY_BYTES")
 STALL, LEAVE = "stall", "leave"
@@ -170,7 +175,11 @@ def test_a_chunked_body_is_cut_off_at_the_limit(small_live_url: str) -> None:
 
 
 def read(
-    events: list[bytes | str], length: int | None = None, limit: Limit = LIMIT, **kwargs: Any
+    events: list[bytes | str],
+    length: int | None = None,
+    limit: Limit = LIMIT,
+    budget: Budget | None = None,
+    **kwargs: Any,
 ) -> bytearray:
     """``read_body`` of a request whose body arrives as ``events``: chunks of bytes, then
     the end of the body, unless a ``STALL`` (nothing arrives for 5 s) or ``LEAVE`` (the
@@ -192,7 +201,8 @@ def read(
     request = Request({"type": "http", "method": "POST", "headers": headers}, receive)
 
     async def main() -> bytearray:
-        return await read_body(request, limit, **kwargs)
+        with reserving(budget or Budget(1 << 40)) as reservation:
+            return await read_body(request, limit, reservation, **kwargs)
 
     return anyio.run(main)
 
@@ -253,7 +263,7 @@ def test_a_slow_body_that_keeps_coming_is_read() -> None:
 
     async def main() -> bytearray:
         request = Request({"type": "http", "method": "POST", "headers": headers}, receive)
-        return await read_body(request, LIMIT, idle_timeout=0.05)
+        return await read_body(request, LIMIT, Reservation(Budget(100)), idle_timeout=0.05)
 
     assert anyio.run(main) == b"x" * 20
 
@@ -269,7 +279,7 @@ def trickle(chunks: int, pause: float, **kwargs: Any) -> bytearray:
 
     async def main() -> bytearray:
         request = Request({"type": "http", "method": "POST", "headers": headers}, receive)
-        return await read_body(request, LIMIT, **kwargs)
+        return await read_body(request, LIMIT, Reservation(Budget(chunks)), **kwargs)
 
     return anyio.run(main)
 
@@ -295,3 +305,74 @@ def test_a_stall_within_the_grace_is_the_idle_timeouts() -> None:
     with pytest.raises(RequestTimeout) as caught:
         read([b"abc", STALL], 10, idle_timeout=0.05, min_rate=100, grace=10)
     assert caught.value.extensions == {"setting": "PE_BODY_TIMEOUT"}
+
+
+def test_bodies_together_are_held_within_their_budget() -> None:
+    """The bytes of the bodies held at once (PE_POSTED_BYTES): a body whose bytes would take
+    them past it is refused as they arrive, with a 503 that says when to come again."""
+    budget = Budget(9)
+    assert budget.take(4)  # another request's body, held
+    with pytest.raises(Busy) as caught:
+        read([b"abc", b"def"], length=6, budget=budget)
+    assert caught.value.status == 503
+    assert caught.value.extensions == {
+        "limit": 9,
+        "requested": 10,  # the 4 held, and this body's 6 so far
+        "setting": "PE_POSTED_BYTES",
+        "headers": {"retry-after": "1"},
+    }
+    assert "PE_POSTED_BYTES" in caught.value.detail
+    assert budget.held == 4  # what the refused body had taken is given back
+    assert read([b"abc", b"def"], length=6, budget=Budget(6)) == b"abcdef"
+
+
+def test_what_a_body_holds_is_what_has_arrived_and_is_given_back() -> None:
+    budget = Budget(1 << 20)
+    seen: list[int] = []
+    events: list[bytes] = [b"x" * 100] * 3
+    headers = [(b"content-length", b"300000")]  # declared: not taken before it arrives
+
+    async def receive() -> Message:
+        seen.append(budget.held)
+        return {"type": "http.request", "body": events.pop(), "more_body": bool(events)}
+
+    async def main() -> None:
+        request = Request({"type": "http", "method": "POST", "headers": headers}, receive)
+        with reserving(budget) as reservation:
+            assert await read_body(request, LIMIT, reservation) == b"x" * 300
+            assert budget.held == 300  # held while its answer is computed
+
+    anyio.run(main)
+    assert seen == [0, 100, 200]
+    assert budget.held == 0
+
+
+def test_a_service_whose_bodies_fill_their_budget_answers_503_until_they_are_done() -> None:
+    """The apply routes and the Open Inference Protocol's infer take from one budget; a
+    proxy sends a 503 on to another replica, a client again after Retry-After."""
+    body = npy_bytes(np.zeros((4, 8), np.float32))
+    headers = {"content-type": NPY}
+    app = create_app(Settings(posted_bytes=1 << 20, max_body_bytes=1 << 20))
+    with in_process(app) as http:
+        budget = app.state.runtime.posted
+        assert budget.take((1 << 20) - 64)  # bodies of other requests, being worked on
+        refused = http.post(APPLY, content=body, headers=headers)
+        problem = assert_problem(refused, 503, "PE_POSTED_BYTES", "send it again")
+        assert refused.headers["retry-after"] == "1"
+        assert problem["setting"] == "PE_POSTED_BYTES"
+        assert problem["limit"] == 1 << 20
+        infer = http.post(
+            "/v2/models/sinusoidal-apply/infer",
+            json={
+                "inputs": [
+                    {"name": "embeddings", "shape": [1, 2], "datatype": "FP32", "data": [0.0, 0.0]}
+                ],
+                "parameters": {},
+            },
+        )
+        assert infer.status_code == 503
+        assert infer.headers["retry-after"] == "1"
+        assert "PE_POSTED_BYTES" in infer.json()["error"]
+        budget.give((1 << 20) - 64)  # they are answered
+        assert http.post(APPLY, content=body, headers=headers).status_code == 200
+        assert budget.held == 0
