@@ -103,14 +103,14 @@ def wait_for(url: str, timeout: float = 60) -> None:
 
 @contextlib.contextmanager
 def process(
-    argv: list[str], env: dict[str, str] | None = None
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
 ) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
         argv,
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        cwd=ROOT,
+        cwd=cwd,
     )
     try:
         yield proc

@@ -1,0 +1,72 @@
+"""The service at another revision against this checkout, side by side on loopback, wrk
+taking turns between them (the order alternating every round, as the second of a pair
+runs on a warmer machine), for one request: has a change made it slower?
+
+    .venv/bin/python -m bench.paired REV [--path /v1/...] [--rounds 8] [--seconds 5]
+
+REV is checked out in a temporary git worktree and run with this environment's packages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from bench.run import ROOT, Target, free_port, process, wait_for, wrk
+
+
+@contextlib.contextmanager
+def worktree(rev: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="pe-paired-") as parent:
+        path = Path(parent) / "tree"
+        subprocess.run(["git", "worktree", "add", "-q", "--detach", str(path), rev], check=True)
+        try:
+            yield path
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(path)], check=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("rev")
+    parser.add_argument("--path", default="/v1/encodings/sinusoidal?max_len=16&d_model=64")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--seconds", type=int, default=5)
+    args = parser.parse_args()
+    with worktree(args.rev) as other, contextlib.ExitStack() as stack:
+        targets = {}
+        for name, tree in ((args.rev, other), ("this checkout", ROOT)):
+            port = free_port()
+            env = {
+                "PE_HOST": "127.0.0.1",
+                "PE_PORT": str(port),
+                "PE_LOG_LEVEL": "warning",
+                "PYTHONPATH": str(tree),
+            }
+            argv = [sys.executable, "-m", "service"]
+            stack.enter_context(process(argv, env, cwd=tree))
+            targets[name] = Target(name, f"http://127.0.0.1:{port}{args.path}")
+        for target in targets.values():
+            wait_for(target.url.split("/v1")[0] + "/readyz")
+            wrk(target, 1)  # warm
+        for i in range(args.rounds):
+            order = list(targets.values())
+            for target in order if i % 2 else order[::-1]:
+                target.runs.append(wrk(target, args.seconds))
+    rates = {name: statistics.median(r.rps for r in t.runs) for name, t in targets.items()}
+    for name, target in targets.items():
+        runs = ", ".join(f"{r.rps:,.0f}" for r in target.runs)
+        print(f"{name}: median {rates[name]:,.0f} requests/s ({runs})")
+    print(f"this checkout / {args.rev} = {rates['this checkout'] / rates[args.rev]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
