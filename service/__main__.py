@@ -130,14 +130,18 @@ def check_metrics_directory(environ: Mapping[str, str]) -> None:
         what = f'{name}={path!r} (where several workers keep their metrics, README "Operations")'
         if not path or not os.path.isdir(path):
             raise SettingsError(f"{what} is not a directory: name an empty one, or unset it")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise SettingsError(f"{what} is not writable by this user")
-        with os.scandir(path) as entries:
-            if next(entries, None) is not None:
-                raise SettingsError(
-                    f"{what} is not empty: an earlier run's metrics would be counted again; "
-                    "empty it, or unset it (python -m service then makes one of its own)"
-                )
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            raise SettingsError(f"{what} is not readable and writable by this user")
+        try:
+            with os.scandir(path) as entries:
+                empty = next(entries, None) is None
+        except OSError as exc:
+            raise SettingsError(f"{what} cannot be read: {exc.strerror}") from None
+        if not empty:
+            raise SettingsError(
+                f"{what} is not empty: an earlier run's metrics would be counted again; "
+                "empty it, or unset it (python -m service then makes one of its own)"
+            )
 
 
 @contextlib.contextmanager

@@ -70,6 +70,21 @@ def decode(
     return {name: npy.decode(member, name) for name, member in data.items()}
 
 
+def unpacked_size(body: Buffer) -> int:
+    """The bytes the archive's members hold once decompressed, as its central directory
+    declares them (zipfile yields no more than a member declares): read from the archive's
+    tail alone (its end records, a comment and the directory, at most 129 KiB), not from a
+    copy of it all; 0 for an archive :func:`decode` refuses."""
+    view = memoryview(body)
+    try:
+        _check_directory(view)
+        tail = view[-(_MAX_DIRECTORY + (65 << 10)) :].tobytes()
+        with zipfile.ZipFile(io.BytesIO(tail)) as archive:
+            return sum(info.file_size for info in archive.infolist()[: MAX_MEMBERS + 1])
+    except (MalformedBody, *_DAMAGED):
+        return 0
+
+
 def _check_directory(body: memoryview) -> None:
     """Refuse an archive whose end record (found as zipfile finds it) lists more than
     :data:`MAX_MEMBERS` entries or a central directory too large to hold only those."""

@@ -11,6 +11,7 @@ from fastapi import Request, Response
 from starlette.types import Receive, Scope, Send
 
 from service import handlers
+from service.codecs import npz
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, Format
 from service.encodings.registry import DType, Key
 from service.errors import InvalidParameter
@@ -168,8 +169,12 @@ async def apply_response(
             min_rate=runtime.settings.min_read_rate,
             grace=runtime.settings.send_timeout,
         )
+        # an .npz is held decompressed too (64 KiB of zeros may unpack to 64 MiB)
+        unpacked = npz.unpacked_size(body) if kind == "npz" else 0
+        reservation.take(unpacked)
         # about four bytes a number in every body format: its size says which lane
+        elements = (len(body) + unpacked) // 4
         answer = await unless_gone(
-            request, lambda: runtime.compute(len(body) // 4, handlers.apply, runtime, body, plan)
+            request, lambda: runtime.compute(elements, handlers.apply, runtime, body, plan)
         )
     return respond(runtime, answer, {"cache-control": "no-store"})

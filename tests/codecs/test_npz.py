@@ -218,3 +218,27 @@ def test_deflated_and_stored_members_are_read() -> None:
         arrays = npz.decode(body, ROOMY, MEMBERS, MEMBERS[:1])
         assert arrays["embeddings"].shape == (2, 3)
         assert arrays["position_ids"].tolist() == [0, 1]
+
+
+def test_the_unpacked_size_is_read_from_the_directory_alone() -> None:
+    """What an archive holds decompressed, before it is decompressed: 64 KiB of deflated
+    zeros declare their 64 MiB; what zipfile yields is at most that."""
+    buffer = io.BytesIO()
+    zeros = np.zeros((32768, 512), np.float32)
+    np.savez_compressed(buffer, embeddings=zeros, position_ids=np.arange(32768))
+    body = bytearray(buffer.getvalue())
+    assert len(body) < 1 << 20
+    expected = len(npy_bytes(zeros)) + len(npy_bytes(np.arange(32768)))
+    tracemalloc.start()
+    try:
+        assert npz.unpacked_size(body) == expected
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # no copy of the body, no member decompressed
+    commented = io.BytesIO()
+    with zipfile.ZipFile(commented, "w") as archive:
+        archive.writestr("embeddings.npy", npy_bytes(np.ones((4, 4), np.float32)))
+        archive.comment = b"x" * 60000
+    assert npz.unpacked_size(b"\0" * 1000 + commented.getvalue()) == 128 + 64
+    assert npz.unpacked_size(b"not an archive") == 0

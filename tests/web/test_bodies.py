@@ -5,6 +5,7 @@ off at ``PE_MAX_BODY_BYTES`` (raw sockets against a real server) and after
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import tracemalloc
 from typing import Any
@@ -374,5 +375,22 @@ def test_a_service_whose_bodies_fill_their_budget_answers_503_until_they_are_don
         assert infer.headers["retry-after"] == "1"
         assert "PE_POSTED_BYTES" in infer.json()["error"]
         budget.give((1 << 20) - 64)  # they are answered
+        assert http.post(APPLY, content=body, headers=headers).status_code == 200
+        assert budget.held == 0
+
+
+def test_an_npz_body_is_counted_decompressed() -> None:
+    """64 KiB of deflated zeros is 16 MiB of batch: the budget counts what it holds."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, embeddings=np.zeros((8192, 512), np.float32))
+    body = buffer.getvalue()
+    assert len(body) < 64 << 10
+    headers = {"content-type": "application/x-npz", "accept": NPY}
+    app = create_app(Settings(posted_bytes=24 << 20, max_body_bytes=24 << 20))
+    with in_process(app) as http:
+        budget = app.state.runtime.posted
+        assert budget.take(12 << 20)  # other bodies: 12 MiB of room, not 16
+        assert_problem(http.post(APPLY, content=body, headers=headers), 503, "PE_POSTED_BYTES")
+        budget.give(12 << 20)
         assert http.post(APPLY, content=body, headers=headers).status_code == 200
         assert budget.held == 0
