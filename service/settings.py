@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal, get_args, get_origin
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB: Final = 1 << 20
@@ -103,6 +103,14 @@ class Settings(BaseSettings):
                 )
         return ",".join(origins)
 
+    @model_validator(mode="after")
+    def _ports(self) -> Settings:
+        if self.grpc_port and self.grpc_port == self.port:
+            raise ValueError(
+                f"PE_GRPC_PORT={self.grpc_port} is HTTP's (PE_PORT): give another port, or 0"
+            )
+        return self
+
     def allowed_origins(self) -> frozenset[str] | None:
         """The origins CORS lets read answers: None for every origin, empty for none."""
         if self.cors_origins == "*":
@@ -151,8 +159,8 @@ def describe(error: ValidationError, environ: Mapping[str, str] | None = None) -
     for item in error.errors():
         name = str(item["loc"][0]) if item["loc"] else ""
         field = Settings.model_fields.get(name)
-        if field is None:  # not a field's: pydantic's own words
-            problems.append(" ".join(item["msg"].split()))
+        if field is None:  # not a field's: a validator's words
+            problems.append(" ".join(item["msg"].removeprefix("Value error, ").split()))
             continue
         value = repr(given.get(f"PE_{name.upper()}", item["input"]))
         value = value if len(value) <= 80 else value[:77] + "..."

@@ -71,6 +71,7 @@ BAD = [
         ["PE_PRELOAD", "PE_CACHE_BYTES", "67,108,864"],
     ),
     ({"PE_PRELOAD": "4x4", "PE_MAX_WIDTH": "2"}, ["PE_PRELOAD", "PE_MAX_WIDTH"]),
+    ({"PE_GRPC_PORT": "8001", "PE_PORT": "8001"}, ["PE_GRPC_PORT=8001 is HTTP's (PE_PORT)"]),
     # all the bodies held at once, less than one
     ({"PE_POSTED_BYTES": "32MiB"}, ["PE_POSTED_BYTES=33554432", "67108864", "PE_MAX_BODY_BYTES"]),
     # several at once: still one line, every one named

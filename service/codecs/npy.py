@@ -10,7 +10,6 @@ import io
 import itertools
 import math
 import re
-import sys
 from typing import Any, Final
 
 import numpy as np
@@ -23,6 +22,7 @@ from service.codecs.types import (
     Buffer,
     Encoded,
     Parts,
+    fits,
     little_endian,
     shape_of,
     shown,
@@ -154,8 +154,7 @@ def _check(fields: object, name: str) -> tuple[tuple[int, ...], bool, np.dtype[A
     if any(size < 0 for size in shape):
         raise MalformedBody(f"{unreadable} shape {shape} has a negative dimension")
     dtype = _dtype(fields["descr"], name)
-    # numpy's own bound, which counts the dimensions that are not zero
-    if math.prod(max(size, 1) for size in shape) * dtype.itemsize > sys.maxsize:
+    if not fits(shape, dtype.itemsize):
         raise MalformedBody(f"{unreadable} shape {shape} is too large for any array")
     return shape, fortran, dtype
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any, Final
 
 import numpy as np
@@ -17,14 +16,14 @@ from service.codecs.types import (
     Encoded,
     Headers,
     Parts,
+    fits,
     little_endian,
     shape_of,
     shown,
 )
+from service.encodings.registry import DTYPES
 from service.errors import MalformedBody
 
-# What a raw body may hold: the dtypes of embeddings (and of every table).
-DTYPES: Final = ("float32", "float64", "float16")
 # Enough for any dimension an array can have (sys.maxsize has 19 digits).
 _MAX_DIGITS: Final = 19
 
@@ -62,8 +61,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
         if len(number) > _MAX_DIGITS:
             raise ValueError(f"dimension {shown(number, 24)} is too large")
     shape = tuple(int(number) for number in numbers)
-    # numpy's own bound on an array, which counts the dimensions that are not zero
-    if math.prod(max(size, 1) for size in shape) * 8 > sys.maxsize:
+    if not fits(shape, 8):  # the widest dtype's
         raise ValueError(f"{shown(text)} is too large for any array")
     return shape
 

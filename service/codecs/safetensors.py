@@ -26,7 +26,17 @@ import orjson
 import safetensors.numpy
 from numpy.typing import NDArray
 
-from service.codecs.types import MAX_DIMS, MEDIA_TYPES, Buffer, Encoded, Parts, little_endian, shown
+from service.codecs.types import (
+    MAX_DIMS,
+    MEDIA_TYPES,
+    Buffer,
+    Encoded,
+    Parts,
+    fits,
+    little_endian,
+    shown,
+)
+from service.encodings.registry import joined
 from service.errors import InvalidInput, MalformedBody
 
 # The headers of the files this service reads name one or two tensors: a few hundred bytes.
@@ -82,7 +92,7 @@ def encode(fields: Mapping[str, Any], arrays: Mapping[str, Parts]) -> Encoded:
     the file in a buffer of its own before its ``bytes``: a large table costs about three
     times its size while it is encoded, against one for ``.npy``."""
     notes = metadata(fields)
-    tensors = {name: little_endian(_joined(parts)) for name, parts in arrays.items()}
+    tensors = {name: little_endian(joined(parts)) for name, parts in arrays.items()}
     body = safetensors.numpy.save(tensors, metadata=notes)
     del tensors  # the joined blocks, before the copy below
     return {"content-type": MEDIA_TYPES["safetensors"]}, _in_order(body, notes)
@@ -104,10 +114,6 @@ def _in_order(body: bytes, notes: dict[str, str]) -> bytes:
     if written != notes or len(ordered) != stop - start:  # not as this library version writes
         return body
     return b"".join((body[:start], ordered, memoryview(body)[stop:]))
-
-
-def _joined(parts: Parts) -> NDArray[Any]:
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def decode(
@@ -213,8 +219,7 @@ def _entry(name: str, info: object) -> _Entry:
         and 0 <= offsets[0] <= offsets[1] <= sys.maxsize
     ):
         raise _unreadable(f"{where} data_offsets must be [begin, end], 0 <= begin <= end")
-    # numpy's own bound on an array, which counts the dimensions that are not zero
-    if math.prod(max(size, 1) for size in shape) * dtype.itemsize > sys.maxsize:
+    if not fits(shape, dtype.itemsize):
         raise _unreadable(f"{where} shape {shown(str(shape))} is too large for any array")
     begin, end = offsets
     needed = math.prod(shape) * dtype.itemsize

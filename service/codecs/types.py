@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import sys
 from typing import Any, Final, Literal, get_args
 
 import numpy as np
@@ -32,6 +34,12 @@ Encoded = tuple[Headers, bytes]
 Parts = list[NDArray[Any]]
 # numpy's own limit on an array's dimensions (NPY_MAXDIMS); the decoders refuse more.
 MAX_DIMS: Final = 64
+
+
+def fits(shape: tuple[int, ...] | list[int], itemsize: int) -> bool:
+    """Whether numpy can hold an array of ``shape`` and ``itemsize`` bytes an item: its
+    bound counts the dimensions that are not zero (a zero beside huge sizes too)."""
+    return math.prod(max(size, 1) for size in shape) * itemsize <= sys.maxsize
 
 
 def shown(text: str, limit: int = 60) -> str:

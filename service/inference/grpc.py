@@ -17,7 +17,7 @@ import grpc
 from tritonclient.grpc import service_pb2 as pb
 
 from service import handlers
-from service.errors import LimitExceeded, ServiceError
+from service.errors import Limit, LimitExceeded, ServiceError
 from service.inference import grpc_wire, models, wire
 from service.runtime import Runtime
 
@@ -114,11 +114,8 @@ class Servicer:
     async def _infer(self, message: bytes) -> bytes:
         runtime = self.runtime
         elements = len(message) // 4  # about four bytes a number
-        decoded = await runtime.compute(elements, grpc_wire.decode, message)
-        served = models.model(decoded.model_name, decoded.model_version or None)
         limit = runtime.limits.json_elements
-        parsed = await runtime.compute(elements, grpc_wire.request, decoded, limit)
-        del decoded
+        served, parsed = await runtime.compute(elements, _parse, message, limit)
         answer = models.answer_bytes(served, parsed)
         # gRPC keeps an answer until its client has read it all, outside the slow
         # clients' budget: one answer is at most a body's size (as a message is)
@@ -127,8 +124,16 @@ class Servicer:
         )
         large = answer > handlers.LARGE_ANSWER_BYTES
         # a large answer takes one of the permits until its message is written
-        async with runtime.large_answers if large else contextlib.nullcontext():
+        async with handlers.turn(runtime, large):
             return await runtime.compute(elements, _run, runtime, served, parsed)
+
+
+def _parse(message: bytes, numbers: Limit) -> tuple[models.Model, wire.Request]:
+    """The message read: its model (unknown: NOT_FOUND before the inputs are read) and its
+    request; the protobuf message itself is not kept."""
+    decoded = grpc_wire.decode(message)
+    served = models.model(decoded.model_name, decoded.model_version or None)
+    return served, grpc_wire.request(decoded, numbers)
 
 
 def _run(runtime: Runtime, served: models.Model, request: wire.Request) -> bytes:
@@ -176,8 +181,6 @@ async def serving(runtime: Runtime) -> AsyncIterator[None]:
     flight at the end have ``PE_SHUTDOWN_TIMEOUT`` seconds to finish."""
     settings = runtime.settings
     where = address(settings.host, settings.grpc_port)
-    if settings.grpc_port == settings.port:
-        raise CannotListen(f"PE_GRPC_PORT: {where} is HTTP's (PE_PORT): give another port")
     server = grpc.aio.server(
         options=[
             # a message over the body limit is refused by gRPC before it is read

@@ -239,5 +239,5 @@ def answer_bytes(served: Model, request: wire.Request) -> int:
 def infer(runtime: Runtime, served: Model, request: wire.Request) -> tuple[Headers, memoryview]:
     """A parsed REST infer request run and encoded, in a worker thread."""
     outputs, binary = infer_parsed(runtime, served, request)
-    headers, body = wire.encode(served.name, request.id, outputs, binary)
+    headers, body = wire.encode(served.name, VERSION, request.id, outputs, binary)
     return headers, memoryview(body)

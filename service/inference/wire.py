@@ -15,7 +15,7 @@ import orjson
 from numpy.typing import NDArray
 
 from service.codecs import json as json_codec
-from service.codecs.types import MAX_DIMS, Headers, shown
+from service.codecs.types import MAX_DIMS, Headers, fits, shown
 from service.errors import InvalidInput, Limit, MalformedBody
 
 # The protocol's tensor types that the models take or give, as numpy reads their bytes
@@ -33,8 +33,6 @@ BINARY_OUTPUT: Final = "binary_data_output"
 _REQUEST_FIELDS: Final = {"id", "parameters", "inputs", "outputs"}
 # More inputs than any model takes are refused before any is read.
 MAX_INPUTS: Final = 8
-# numpy's largest array, in bytes
-_LARGEST: Final = np.iinfo(np.intp).max
 _TENSOR_FIELDS: Final = {"name", "shape", "datatype", "parameters", "data"}
 
 
@@ -176,7 +174,7 @@ def check_shape(shape: Sequence[int], name: str, dtype: np.dtype[Any]) -> None:
             f"{name}.shape",
             f"must be at most {MAX_DIMS} non-negative sizes, not {shown(str(list(shape)))}",
         )
-    if math.prod(n for n in shape if n) * dtype.itemsize > _LARGEST:
+    if not fits(list(shape), dtype.itemsize):
         raise InvalidInput(f"{name}.shape", f"{shown(str(list(shape)))} is too large for any array")
 
 
@@ -233,7 +231,7 @@ def _only(document: dict[str, Any], fields: set[str], where: str) -> None:
 
 
 def encode(
-    model: str, request_id: str | None, outputs: list[Tensor], binary: set[str]
+    model: str, version: str, request_id: str | None, outputs: list[Tensor], binary: set[str]
 ) -> tuple[Headers, bytearray | bytes]:
     """The infer answer: JSON, the outputs named in ``binary`` as binary data after it
     (with ``Inference-Header-Content-Length``), in one buffer written once."""
@@ -249,7 +247,7 @@ def encode(
         else:
             entry["data"] = tensor.array.ravel().tolist()
         described.append(entry)
-    answer: dict[str, Any] = {"model_name": model, "model_version": "1", "outputs": described}
+    answer: dict[str, Any] = {"model_name": model, "model_version": version, "outputs": described}
     if request_id is not None:
         answer["id"] = request_id
     header = orjson.dumps(answer)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request, Response
 from service import handlers
 from service.errors import ServiceError, UnsupportedMediaType
 from service.inference import models, wire
-from service.web.bodies import read_body, reserving
+from service.web.bodies import read_posted, reserving
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
 from service.web.negotiation import combined
@@ -186,16 +186,8 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
     encoding = combined(raw, b"content-encoding")
     if encoding is not None and encoding.strip().lower() != "identity":
         raise CompressedBody(encoding)
-    settings = runtime.settings
     with reserving(runtime.posted) as reservation:
-        body = await read_body(
-            request,
-            runtime.limits.body_bytes,
-            reservation,
-            idle_timeout=settings.body_timeout,
-            min_rate=settings.min_read_rate,
-            grace=settings.send_timeout,
-        )
+        body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
         length = wire.header_length(combined(raw, b"inference-header-content-length"), len(body))
         elements = len(body) // 4  # about four bytes a number, in JSON or binary
         limit = runtime.limits.json_elements

@@ -22,7 +22,7 @@ from service.schemas.hf_config import rotary_query
 from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
 from service.settings import POSITION_CEILING
 from service.web import openapi
-from service.web.bodies import body_format, read_body, reserving
+from service.web.bodies import body_format, read_posted, reserving
 from service.web.deps import RuntimeDep
 from service.web.negotiation import combined
 from service.web.responses import apply_response, table_response
@@ -123,14 +123,7 @@ async def from_config(
     if body_format(content_type) != "json":  # a config.json, never a batch
         raise UnsupportedMediaType(content_type, ["application/json"])
     with reserving(runtime.posted) as reservation:  # a config.json: a few KiB, while parsed
-        body = await read_body(
-            request,
-            runtime.limits.config_bytes,
-            reservation,
-            idle_timeout=runtime.settings.body_timeout,
-            min_rate=runtime.settings.min_read_rate,
-            grace=runtime.settings.send_timeout,
-        )
+        body = await read_posted(request, runtime, runtime.limits.config_bytes, reservation)
         config = await runtime.compute(len(body), _parse, body)  # off the event loop
     given = rotary_query(config)
     asked = query.model_dump(exclude_none=True)

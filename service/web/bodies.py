@@ -24,6 +24,7 @@ from service.errors import (
     UnsupportedMediaType,
 )
 from service.limits import Budget
+from service.runtime import Runtime
 
 _BODY_TYPES = {MEDIA_TYPES[fmt]: fmt for fmt in BODY_FORMATS}
 # A raw body's dtype when neither X-Dtype nor the dtype parameter says (as a JSON body's).
@@ -107,6 +108,22 @@ def reserving(budget: Budget) -> Iterator[Reservation]:
         yield reservation
     finally:
         budget.give(reservation.held)
+
+
+async def read_posted(
+    request: Request, runtime: Runtime, size: Limit, reservation: Reservation
+) -> bytearray:
+    """:func:`read_body` within the settings' timeouts: ``PE_BODY_TIMEOUT`` of silence,
+    ``PE_MIN_READ_RATE`` after ``PE_SEND_TIMEOUT`` of grace."""
+    settings = runtime.settings
+    return await read_body(
+        request,
+        size,
+        reservation,
+        idle_timeout=settings.body_timeout,
+        min_rate=settings.min_read_rate,
+        grace=settings.send_timeout,
+    )
 
 
 async def read_body(

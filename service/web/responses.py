@@ -17,7 +17,7 @@ from service.encodings.registry import DType, Key
 from service.errors import InvalidParameter
 from service.pacing import PATIENCE
 from service.runtime import Runtime
-from service.web.bodies import body_format, raw_layout, read_body, reserving
+from service.web.bodies import body_format, raw_layout, read_posted, reserving
 from service.web.conditional import IMMUTABLE, fields_etag, matches
 from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
@@ -158,17 +158,9 @@ async def apply_response(
     offered = (kind, *(other for other in FORMATS if other != kind))
     chosen = fmt or negotiate(combined(raw, b"accept"), offered)
     gzip = chosen == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
-    limit, idle = runtime.limits.body_bytes, runtime.settings.body_timeout
     plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
     with reserving(runtime.posted) as reservation:
-        body = await read_body(
-            request,
-            limit,
-            reservation,
-            idle_timeout=idle,
-            min_rate=runtime.settings.min_read_rate,
-            grace=runtime.settings.send_timeout,
-        )
+        body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
         # an .npz is held decompressed too (64 KiB of zeros may unpack to 64 MiB)
         unpacked = npz.unpacked_size(body) if kind == "npz" else 0
         reservation.take(unpacked)

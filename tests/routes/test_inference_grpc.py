@@ -29,6 +29,8 @@ from tritonclient.utils import InferenceServerException
 from service.errors import BodyTooLarge, ClientGone, InvalidInput, LimitExceeded, MalformedBody
 from service.inference import grpc as front
 from service.inference.models import UnknownModel
+from service.limits import Limits
+from service.settings import Settings
 from tests.support import APPLY, ROOT, TABLE, free_port, load, npy_bytes, npz_bytes, serving
 
 ROTARY_APPLY = "/v1/encodings/rotary/apply"
@@ -434,6 +436,8 @@ class Context:
 
 class Broken:
     """A runtime whose work fails unexpectedly."""
+
+    limits = Limits.of(Settings())
 
     async def compute(self, elements: int, work: Any, *args: Any) -> Any:
         raise RuntimeError("secret internals")
