@@ -23,10 +23,15 @@ import httpx
 import numpy as np
 import orjson
 from fastapi import FastAPI
+from numpy.typing import NDArray
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 TABLE: Final = "/v1/encodings/sinusoidal"
 APPLY: Final = TABLE + "/apply"
+ROTARY_APPLY: Final = "/v1/encodings/rotary/apply"
+# the Open Inference Protocol's names of the float dtypes
+DATATYPES: Final = {np.float16: "FP16", np.float32: "FP32", np.float64: "FP64"}
 HEATMAP: Final = TABLE + "/heatmap.png"
 SIMILARITY: Final = TABLE + "/similarity.png"
 PROBLEM: Final = "application/problem+json"
@@ -55,6 +60,29 @@ SMALL_LIMITS: Final = {
     "max_body_bytes": 100_000,
 }
 SMALL: Final = {f"PE_{name.upper()}": str(value) for name, value in SMALL_LIMITS.items()}
+
+
+def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
+    """A batch of embeddings: standard normal numbers, the same for the same seed."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def requests_counted(metrics: str) -> dict[tuple[str, str, str], float]:
+    """``pe_http_requests_total`` of a ``/metrics`` text, by (method, route, status)."""
+    return {
+        (s.labels["method"], s.labels["route"], s.labels["status"]): s.value
+        for family in text_string_to_metric_families(metrics)
+        if family.name == "pe_http_requests"
+        for s in family.samples
+    }
+
+
+def read_to_close(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a timeout fails)."""
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
 
 
 def table_url(path: str = TABLE, **params: object) -> str:

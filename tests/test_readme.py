@@ -26,7 +26,16 @@ from service.app import create_app
 from service.errors import PROBLEM_BASE, InvalidParameter, PlotsUnavailable, ServiceError
 from service.settings import Settings, SettingsError, from_environment, parse_bytes
 from tests.encodings import test_exact
-from tests.support import HEATMAP, ROOT, TABLE, cache_stats, in_process, running, table_url
+from tests.support import (
+    HEATMAP,
+    ROOT,
+    TABLE,
+    cache_stats,
+    in_process,
+    read_to_close,
+    running,
+    table_url,
+)
 
 README: Final = (ROOT / "README.md").read_text()
 RELIABILITY: Final = (ROOT / "RELIABILITY.md").read_text()
@@ -363,9 +372,7 @@ def _exchange(url: str, request: bytes) -> tuple[int, dict[str, Any]]:
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(request)
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
+        answer = read_to_close(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert b"content-type: application/problem+json" in head.lower(), head
     return int(head.split()[1]), orjson.loads(body)

@@ -31,10 +31,19 @@ from service.inference import grpc as front
 from service.inference.models import UnknownModel
 from service.limits import Limits
 from service.settings import Settings
-from tests.support import APPLY, ROOT, TABLE, free_port, load, npy_bytes, npz_bytes, serving
+from tests.support import (
+    APPLY,
+    DATATYPES,
+    ROOT,
+    ROTARY_APPLY,
+    TABLE,
+    free_port,
+    load,
+    npy_bytes,
+    npz_bytes,
+    serving,
+)
 
-ROTARY_APPLY = "/v1/encodings/rotary/apply"
-DATATYPES = {np.float16: "FP16", np.float32: "FP32", np.float64: "FP64"}
 MAX_BODY_BYTES = 1 << 20
 
 

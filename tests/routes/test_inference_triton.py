@@ -13,22 +13,19 @@ import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from tests.support import APPLY, TABLE, load, npy_bytes, npz_bytes
-
-ROTARY_APPLY = "/v1/encodings/rotary/apply"
-DATATYPES = {np.float16: "FP16", np.float32: "FP32", np.float64: "FP64"}
+from tests.support import APPLY, DATATYPES, ROTARY_APPLY, TABLE, load, npy_bytes, npz_bytes
 
 
 @pytest.fixture(scope="module")
-def server(module_live_url: str) -> Iterator[triton.InferenceServerClient]:
-    client = triton.InferenceServerClient(module_live_url.removeprefix("http://"))
+def server(live_url: str) -> Iterator[triton.InferenceServerClient]:
+    client = triton.InferenceServerClient(live_url.removeprefix("http://"))
     yield client
     client.close()
 
 
 @pytest.fixture
-def http(module_live_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=module_live_url, timeout=60) as client:
+def http(live_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live_url, timeout=60) as client:
         yield client
 
 

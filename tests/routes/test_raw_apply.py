@@ -20,14 +20,9 @@ from service.encodings.sinusoidal import SinusoidalKey
 from service.metrics import Telemetry
 from service.runtime import Runtime
 from service.settings import Settings
-from tests.support import APPLY, NPY, RAW, assert_problem, load, npy_bytes
+from tests.support import APPLY, NPY, RAW, ROTARY_APPLY, assert_problem, batch, load, npy_bytes
 
-ROTARY_APPLY = "/v1/encodings/rotary/apply"
 AS_NPY = {"content-type": NPY}
-
-
-def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 def raw(x: NDArray[Any], **headers: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from service.encodings import registry, scalings
 from service.encodings.registry import Rounding
 from service.encodings.rotary import CONVENTIONS, Convention, RotaryKey
 from service.settings import Settings
-from tests.support import NPY, NPZ, RAW, SMALL_LIMITS, assert_problem, in_process, load
+from tests.support import NPY, NPZ, RAW, SMALL_LIMITS, assert_problem, batch, in_process, load
 from tests.support import npy_bytes as npy
 from tests.support import npz_bytes as npz
 
@@ -40,10 +40,6 @@ def http() -> Iterator[httpx.Client]:
 
 def url(**params: Any) -> str:
     return APPLY + ("?" + urllib.parse.urlencode(params) if params else "")
-
-
-def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 def rotated(

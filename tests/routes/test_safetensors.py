@@ -23,6 +23,7 @@ from tests.support import (
     NPZ,
     TABLE,
     assert_problem,
+    batch,
     cache_stats,
     in_process,
     load,
@@ -152,10 +153,6 @@ def test_alibi(api: httpx.Client, path: str, params: dict[str, Any]) -> None:
     assert api.get(table_url(path, **params), headers={"accept": SAFETENSORS}).content == (
         response.content
     )
-
-
-def batch(shape: tuple[int, ...], dtype: str = "float32") -> NDArray[Any]:
-    return np.random.default_rng(0).standard_normal(shape).astype(dtype)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])

@@ -19,7 +19,7 @@ from service.encodings.registry import DTYPES
 from service.encodings.sinusoidal import LAYOUTS, SinusoidalKey
 from service.settings import Settings
 from tests import oracle
-from tests.support import APPLY, assert_problem, in_process, load, npy_bytes, npz_bytes
+from tests.support import APPLY, assert_problem, batch, in_process, load, npy_bytes, npz_bytes
 
 NPY = {"content-type": "application/x-npy"}
 JSON = {"content-type": "application/json"}
@@ -56,10 +56,6 @@ def assert_close(y: NDArray[Any], truth: NDArray[np.float64], dtype: str) -> Non
         if dtype == "float16":
             bound += np.spacing(magnitude.astype(np.float16)).astype(np.float64) * 0.5
     assert np.all(error <= bound), float(np.max(error - bound))
-
-
-def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 def npz(**arrays: NDArray[Any]) -> bytes:

@@ -24,9 +24,18 @@ import numpy as np
 import pytest
 from PIL import Image
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, Route, sync_playwright
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import APPLY, CHROMIUM, FLAGS, ROOT, TABLE, npy_bytes, running
+from tests.support import (
+    APPLY,
+    CHROMIUM,
+    FLAGS,
+    ROOT,
+    TABLE,
+    load,
+    npy_bytes,
+    requests_counted,
+    running,
+)
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = ROOT / "artifacts"
@@ -443,13 +452,11 @@ def _read_the_api(browser: Browser, api: str) -> dict[str, Any]:
 
 def _preflights(api: str) -> dict[str, float]:
     """Preflights answered (204), by route."""
-    text = httpx.get(api + "/metrics").text
+    counted = requests_counted(httpx.get(api + "/metrics").text)
     return {
-        sample.labels["route"]: sample.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "pe_http_requests"
-        for sample in family.samples
-        if sample.labels["method"] == "OPTIONS" and sample.labels["status"] == "204"
+        route: value
+        for (method, route, status), value in counted.items()
+        if method == "OPTIONS" and status == "204"
     }
 
 
@@ -460,7 +467,7 @@ def test_a_page_of_another_origin_reads_the_api(browser: Browser, url: str) -> N
     assert (found["status"], found["shape"], found["dtype"]) == (200, "6,4", "float32")
     table = np.array(found["values"], dtype=np.float32).reshape(6, 4)
     expected = httpx.get(url + TABLE, params={"max_len": 6, "d_model": 4, "format": "npy"})
-    np.testing.assert_array_equal(table, np.load(io.BytesIO(expected.content)))
+    np.testing.assert_array_equal(table, load(expected))
     assert found["etag"].startswith('"')
     assert found["again"] == 304
     assert (found["applied"], found["appliedShape"]) == (200, "2,4")

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import APPLY, PROBLEM, npy_bytes, rss_mib, serving
+from tests.support import APPLY, PROBLEM, npy_bytes, read_to_close, rss_mib, serving
 
 pytestmark = pytest.mark.slow
 
@@ -37,14 +37,6 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]
 def connect(url: str, timeout: float = 6) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     return socket.create_connection((host, int(port)), timeout=timeout)
-
-
-def read_to_close(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection (a timeout fails)."""
-    answer = b""
-    while chunk := sock.recv(65536):
-        answer += chunk
-    return answer
 
 
 def read_one(sock: socket.socket) -> bytes:

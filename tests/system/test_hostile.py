@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from service.protocol import MAX_HEAD_BYTES, MAX_TARGET_BYTES
-from tests.support import rss_mib, running, serving
+from tests.support import read_to_close, rss_mib, running, serving
 
 pytestmark = pytest.mark.slow
 
@@ -30,13 +30,6 @@ def url() -> Iterator[str]:
 def connect(url: str) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     return socket.create_connection((host, int(port)), timeout=10)
-
-
-def read_answer(sock: socket.socket) -> bytes:
-    answer = b""
-    while chunk := sock.recv(65536):
-        answer += chunk
-    return answer
 
 
 def trickle(sock: socket.socket, size: int) -> int:
@@ -64,7 +57,7 @@ def test_a_huge_header_is_refused_with_431(url: str) -> None:
     with connect(url) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ")
         sent = trickle(sock, MAX_HEAD_BYTES * 4)
-        answer = read_answer(sock)
+        answer = read_to_close(sock)
     assert sent < MAX_HEAD_BYTES * 4  # the server closed the connection while we sent
     assert answer.startswith(b"HTTP/1.1 431 ")
     assert b"application/problem+json" in answer
@@ -76,7 +69,7 @@ def test_a_huge_head_sent_at_once_is_refused_with_431(url: str) -> None:
     )
     with connect(url) as sock:
         sock.sendall(head + b"\r\n")  # 48 KB, in one read of the server's
-        answer = read_answer(sock)
+        answer = read_to_close(sock)
     assert answer.startswith(b"HTTP/1.1 431 ")
 
 
@@ -276,7 +269,7 @@ def test_requests_the_protocol_refuses_are_counted() -> None:
     with running() as base:
         with connect(base) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
-            assert read_answer(sock).startswith(b"HTTP/1.1 400 ")
+            assert read_to_close(sock).startswith(b"HTTP/1.1 400 ")
         query = "x" * (MAX_TARGET_BYTES + 10)
         assert httpx.get(f"{base}{TABLE}?{query}").status_code == 414
         assert httpx.get(f"{base}{TABLE}?{query}").status_code == 414

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from service.app import create_app
@@ -24,6 +23,8 @@ from tests.support import (
     cache_stats,
     in_process,
     npy_bytes,
+    read_to_close,
+    requests_counted,
 )
 
 ORIGIN = "http://elsewhere.example:8080"
@@ -278,12 +279,7 @@ def test_preflights_are_counted_by_route() -> None:
         preflight(http, "/v1/encodings/rotary", "PUT")
         preflight(http, "/made-up", "GET")
         text = http.get("/metrics").text
-    counts = {
-        (s.labels["method"], s.labels["route"], s.labels["status"]): s.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "pe_http_requests"
-        for s in family.samples
-    }
+    counts = requests_counted(text)
     assert counts[("OPTIONS", APPLY, "204")] == 1
     assert counts[("OPTIONS", "/v1/encodings/rotary", "403")] == 1
     assert counts[("OPTIONS", "unmatched", "204")] == 1
@@ -304,9 +300,7 @@ def test_a_request_refused_before_the_app_is_readable_too(live_url: str) -> None
             + ORIGIN.encode()
             + b"\r\n\r\n"
         )
-        received = b""
-        while chunk := sock.recv(65536):
-            received += chunk
+        received = read_to_close(sock)
     head = received.split(b"\r\n\r\n")[0].decode().lower()
     assert head.startswith("http/1.1 414")
     assert "access-control-allow-origin: *" in head

@@ -12,7 +12,6 @@ import anyio
 import anyio.from_thread
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import Message, Receive, Scope, Send
 
 from service.app import create_app
@@ -28,6 +27,7 @@ from tests.support import (
     assert_problem,
     cache_stats,
     in_process,
+    requests_counted,
 )
 
 # answers that change from one request to the next (counters): their length may differ
@@ -254,12 +254,7 @@ def test_a_head_is_counted_as_a_head() -> None:
         http.get(url)
         http.head(url)  # replayed
         text = http.get("/metrics").text
-    counts = {
-        (s.labels["method"], s.labels["route"], s.labels["status"]): s.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "pe_http_requests"
-        for s in family.samples
-    }
+    counts = requests_counted(text)
     assert counts[("HEAD", TABLE, "200")] == 2
     assert counts[("GET", TABLE, "200")] == 1
 
