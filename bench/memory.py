@@ -11,10 +11,9 @@ import argparse
 
 import httpx
 
-from bench.run import TABLE, free_port, rss_mib, service, wait_for
+from bench.run import TABLE, MiB, free_port, rss_mib, service, wait_for
 from service.settings import parse_bytes
 
-MiB = 1 << 20
 TABLE_BYTES = 2048 * 512 * 4  # one table below: 4 MiB of float32
 
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.run import ROOT, Target, free_port, process, wait_for, wrk
+from bench.run import ROOT, Target, free_port, service, wait_for, wrk
 
 
 @contextlib.contextmanager
@@ -45,23 +43,17 @@ def main() -> None:
         targets = {}
         for name, tree in ((args.rev, other), ("this checkout", ROOT)):
             port = free_port()
-            env = {
-                "PE_HOST": "127.0.0.1",
-                "PE_PORT": str(port),
-                "PE_LOG_LEVEL": "warning",
-                "PYTHONPATH": str(tree),
-            }
-            argv = [sys.executable, "-m", "service"]
-            stack.enter_context(process(argv, env, cwd=tree))
-            targets[name] = Target(name, f"http://127.0.0.1:{port}{args.path}")
-        for target in targets.values():
-            wait_for(target.url.split("/v1")[0] + "/readyz")
-            wrk(target, 1)  # warm
+            settings = {"PE_LOG_LEVEL": "warning", "PYTHONPATH": str(tree)}
+            stack.enter_context(service(port, cwd=tree, **settings))
+            base = f"http://127.0.0.1:{port}"
+            wait_for(base + "/readyz")
+            targets[name] = Target(name, base + args.path)
+            wrk(targets[name], 1)  # warm
         for i in range(args.rounds):
             order = list(targets.values())
             for target in order if i % 2 else order[::-1]:
                 target.runs.append(wrk(target, args.seconds))
-    rates = {name: statistics.median(r.rps for r in t.runs) for name, t in targets.items()}
+    rates = {name: target.median().rps for name, target in targets.items()}
     for name, target in targets.items():
         runs = ", ".join(f"{r.rps:,.0f}" for r in target.runs)
         print(f"{name}: median {rates[name]:,.0f} requests/s ({runs})")

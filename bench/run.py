@@ -123,10 +123,10 @@ def process(
 
 
 def service(
-    port: int, **settings: str
+    port: int, cwd: Path = ROOT, **settings: str
 ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
     env = {"PE_HOST": "127.0.0.1", "PE_PORT": str(port), **settings}
-    return process([sys.executable, "-m", "service"], env)
+    return process([sys.executable, "-m", "service"], env, cwd)
 
 
 def uvicorn_app(app: str, port: int) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:

@@ -64,19 +64,11 @@ def checked_settings() -> Settings:
     a :class:`SettingsError` of one line."""
     settings = from_environment()
     from service import preload
-    from service.limits import Limits
 
     try:
-        preload.check(preload.parse(settings.preload), Limits.of(settings), settings.cache_bytes)
+        preload.checked(settings)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    largest = max(settings.max_body_bytes, settings.max_config_bytes)
-    if settings.posted_bytes < largest:
-        raise SettingsError(
-            f"PE_POSTED_BYTES={settings.posted_bytes} is less than the largest body a request "
-            f"may post ({largest}, PE_MAX_BODY_BYTES or PE_MAX_CONFIG_BYTES): such a body "
-            "would always be refused; raise it, or lower the other"
-        )
     check_metrics_directory(os.environ)
     if settings.grpc_port:
         try:

@@ -15,7 +15,6 @@ from service import __version__, preload
 from service.cors import Cors
 from service.head import HeadAsGet
 from service.inference.serving import grpc_serving
-from service.limits import Limits
 from service.metrics import Telemetry
 from service.replay import Record, Replay
 from service.routes import ROUTERS
@@ -55,8 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     Raises ``ValueError`` for a ``PE_PRELOAD`` that is malformed or over the limits.
     """
     settings = Settings() if settings is None else settings
-    tables = preload.parse(settings.preload)
-    preload.check(tables, Limits.of(settings), settings.cache_bytes)
+    tables = preload.checked(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

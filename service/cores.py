@@ -36,6 +36,6 @@ def available(v2: Path = _V2, v1: tuple[Path, Path] = _V1) -> int:
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
     limit = quota(v2, v1)
-    if limit is not None and limit > 0:
+    if limit is not None:
         cpus = min(cpus, math.ceil(limit))
     return max(1, cpus)

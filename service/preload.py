@@ -15,6 +15,7 @@ from service.encodings.sinusoidal import DEFAULT_BASE, LAYOUTS, SinusoidalKey
 from service.errors import InvalidParameter, ServiceError
 from service.limits import Limits
 from service.runtime import Runtime
+from service.settings import Settings
 
 logger = logging.getLogger("service")
 SYNTAX: Final = "MAXLENxDMODEL[@BASE][:LAYOUT][:DTYPE]"
@@ -58,6 +59,13 @@ def parse(text: str) -> list[Preload]:
         if int(match["max_len"]) < 1:
             raise ValueError(f"PE_PRELOAD: {item!r}: max_len must be positive")
         tables.append(Preload(key, int(match["max_len"])))
+    return tables
+
+
+def checked(settings: Settings) -> list[Preload]:
+    """``PE_PRELOAD``'s tables, parsed and checked (``ValueError`` otherwise)."""
+    tables = parse(settings.preload)
+    check(tables, Limits.of(settings), settings.cache_bytes)
     return tables
 
 

@@ -111,6 +111,17 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _posted(self) -> Settings:
+        largest = max(self.max_body_bytes, self.max_config_bytes)
+        if self.posted_bytes < largest:
+            raise ValueError(
+                f"PE_POSTED_BYTES={self.posted_bytes} is less than the largest body a request "
+                f"may post ({largest}, PE_MAX_BODY_BYTES or PE_MAX_CONFIG_BYTES): such a body "
+                "would always be refused; raise it, or lower the other"
+            )
+        return self
+
     def allowed_origins(self) -> frozenset[str] | None:
         """The origins CORS lets read answers: None for every origin, empty for none."""
         if self.cors_origins == "*":
@@ -151,10 +162,10 @@ def _not_a_setting(name: str) -> str:
     return f"{name} is not a setting" + (f"; did you mean PE_{near[0]}?" if near else "")
 
 
-def describe(error: ValidationError, environ: Mapping[str, str] | None = None) -> str:
+def describe(error: ValidationError, environ: Mapping[str, str]) -> str:
     """A validation error of :class:`Settings` as one line: each ``PE_`` variable, its
     value (as given in ``environ``, if there), and what it takes."""
-    given = {key.upper(): value for key, value in (environ or {}).items()}
+    given = {key.upper(): value for key, value in environ.items()}
     problems = []
     for item in error.errors():
         name = str(item["loc"][0]) if item["loc"] else ""

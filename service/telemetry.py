@@ -91,8 +91,9 @@ class AccessLog:
         if second != self._second:  # strftime once a second, not once a request
             self._second = second
             pattern = "%Y-%m-%dT%H:%M:%S" if self.as_json else "%Y-%m-%d %H:%M:%S"
-            self._stamp = time.strftime(pattern, time.localtime(second))
-            self._zone = iso_zone(time.localtime(second)) if self.as_json else ""
+            local = time.localtime(second)
+            self._stamp = time.strftime(pattern, local)
+            self._zone = iso_zone(local) if self.as_json else ""
         return f"{self._stamp}.{int((moment - second) * 1000):03d}{self._zone}"
 
     def write(self, record: dict[str, Any]) -> None:
@@ -183,9 +184,10 @@ class JsonFormatter(logging.Formatter):
     """One JSON object a line, for every other log record (PE_LOG_FORMAT=json)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        local = self.converter(record.created)
         entry: dict[str, Any] = {
-            "time": f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d}"
-            + iso_zone(time.localtime(record.created)),
+            "time": f"{time.strftime('%Y-%m-%dT%H:%M:%S', local)}.{int(record.msecs):03d}"
+            + iso_zone(local),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),

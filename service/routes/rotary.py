@@ -17,7 +17,6 @@ from service.encodings import rotary
 from service.encodings.registry import DType, Rounding
 from service.encodings.rotation import Rotation
 from service.errors import InvalidInput, InvalidParameter, MalformedBody, UnsupportedMediaType
-from service.schemas.common import ApplyDocument
 from service.schemas.hf_config import rotary_query
 from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
 from service.settings import POSITION_CEILING
@@ -168,16 +167,7 @@ def _parse(body: bytes | bytearray) -> dict[str, Any]:
     summary="Queries or keys (..., L, head_dim) rotated by their positions' angles.",
     response_class=Response,
     openapi_extra={"requestBody": openapi.APPLY_BODY},
-    responses={
-        200: {
-            "model": ApplyDocument,
-            "content": openapi.APPLY_MEDIA,
-            "description": "The result.",
-            "headers": openapi.APPLY_HEADERS,
-        },
-        **openapi.problems_of(400, 406, 408, 413, 415, 422),
-        **openapi.BUSY,
-    },
+    responses=openapi.APPLY_RESPONSES,
 )
 async def apply(
     query: Annotated[RotaryApplyHttpQuery, Query()], request: Request, runtime: RuntimeDep

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query, Request, Response
 from service import handlers
 from service.encodings.additive import Additive
 from service.encodings.catalogue import PRESETS
-from service.schemas.common import ApplyDocument
 from service.schemas.presets import PresetsDocument, document
 from service.schemas.sinusoidal import ApplyHttpQuery, TableDocument, TableQuery
 from service.web import openapi
@@ -52,16 +51,7 @@ async def get_table(
     summary="X * scale + PE[positions] for a posted embedding batch.",
     response_class=Response,
     openapi_extra={"requestBody": openapi.APPLY_BODY},
-    responses={
-        200: {
-            "model": ApplyDocument,
-            "content": openapi.APPLY_MEDIA,
-            "description": "The result.",
-            "headers": openapi.APPLY_HEADERS,
-        },
-        **openapi.problems_of(400, 406, 408, 413, 415, 422),
-        **openapi.BUSY,
-    },
+    responses=openapi.APPLY_RESPONSES,
 )
 async def apply(
     query: Annotated[ApplyHttpQuery, Query()], request: Request, runtime: RuntimeDep

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS
-from service.schemas.common import ApplyBody, Problem
+from service.schemas.common import ApplyBody, ApplyDocument, Problem
 from service.web.problems import PROBLEM_MEDIA_TYPE
 
 _PROBLEM_CAUSES: Final = {
@@ -79,5 +79,16 @@ APPLY_HEADERS: Final = {
         "X-Shape": "raw only: the result's shape, comma-separated.",
         "X-Dtype": "raw only: float32, float64 or float16.",
     }.items()
+}
+# the answers of an apply route, whichever family
+APPLY_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
+    200: {
+        "model": ApplyDocument,
+        "content": APPLY_MEDIA,
+        "description": "The result.",
+        "headers": APPLY_HEADERS,
+    },
+    **problems_of(400, 406, 408, 413, 415, 422),
+    **BUSY,
 }
 NOT_MODIFIED: Final = {"description": "Not modified: the If-None-Match tag is current."}
