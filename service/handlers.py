@@ -208,12 +208,15 @@ class Apply:
     layout: tuple[tuple[int, ...], str] | None = None
 
 
-def apply(runtime: Runtime, body: bytearray, request: Apply) -> Answer:
+def apply(
+    runtime: Runtime, body: bytearray, request: Apply, hold: Callable[[int], None] | None = None
+) -> Answer:
     """Decode, check, fetch the rows, compute, encode: the whole of an apply, run in a
-    worker thread."""
+    worker thread; ``hold`` is told of what decoding makes beside the body (an ``.npz``'s
+    decompressed members)."""
     limits = runtime.limits
     arrays = codecs.decode(
-        request.kind, body, limits.body_bytes, limits.json_elements, request.layout
+        request.kind, body, limits.body_bytes, limits.json_elements, request.layout, hold
     )
     embeddings = arrays["embeddings"]
     in_place = request.kind in codecs.VIEWS  # the batch is a view of our own copy of the body

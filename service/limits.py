@@ -3,28 +3,70 @@ compute and return, where its positions may go, and how large its pictures may b
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from service.errors import Limit
+from service.errors import BodyTooLarge, Busy, Limit
 from service.settings import Settings
 
 
 class Budget:
     """Bytes held by many requests at once, all together at most ``limit``; taken and given
-    back on the event loop."""
+    back on the event loop or in worker threads (an ``.npz`` counts its members as they
+    are decompressed)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
+        self._lock = threading.Lock()
 
     def take(self, size: int) -> bool:
-        if self.held + size > self.limit:
-            return False
-        self.held += size
-        return True
+        with self._lock:
+            if self.held + size > self.limit:
+                return False
+            self.held += size
+            return True
 
     def give(self, size: int) -> None:
-        self.held -= size
+        with self._lock:
+            self.held -= size
+
+
+class Reservation:
+    """The bytes one request holds (its body as it arrives, an ``.npz``'s members as they
+    are decompressed, a gRPC message), taken from the process's budget of posted bodies
+    (``PE_POSTED_BYTES``): only bytes that exist, never what a client declares. More than
+    the whole budget is :class:`BodyTooLarge` (413: it can never be taken); more than is
+    left now is :class:`Busy` (503, to be sent again in a moment)."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.held = 0
+
+    def take(self, size: int, what: str = "the request body") -> None:
+        if self.held + size > self.budget.limit:
+            raise BodyTooLarge(
+                f"{what} with what it holds decoded",
+                self.held + size,
+                self.budget.limit,
+                "PE_POSTED_BYTES",
+            )
+        if not self.budget.take(size):
+            raise Busy(self.held + size, self.budget.held - self.held, self.budget.limit)
+        self.held += size
+
+
+@contextmanager
+def reserving(budget: Budget) -> Iterator[Reservation]:
+    """A :class:`Reservation` for a request's bytes, given back when the block ends (its
+    answer computed, or the request refused)."""
+    reservation = Reservation(budget)
+    try:
+        yield reservation
+    finally:
+        budget.give(reservation.held)
 
 
 @dataclass(frozen=True, slots=True)

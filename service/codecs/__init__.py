@@ -4,7 +4,7 @@ module per format. Negotiation lives in the web toolkit; these know no HTTP."""
 from __future__ import annotations
 
 import gzip as gzip_module
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -56,10 +56,11 @@ def decode(
     size: Limit,
     numbers: Limit,
     layout: tuple[tuple[int, ...], str] | None = None,
+    hold: Callable[[int], None] | None = None,
 ) -> dict[str, NDArray[Any]]:
     """An apply body in ``kind``: ``embeddings``, and ``position_ids`` if it has them.
-    ``size`` bounds a decompressed ``npz``, ``numbers`` a JSON body; ``layout`` is a raw
-    body's shape and dtype."""
+    ``size`` bounds a decompressed ``npz`` (``hold`` is told of its bytes as they are
+    made), ``numbers`` a JSON body; ``layout`` is a raw body's shape and dtype."""
     if kind == "npy":
         return {"embeddings": npy.decode(body)}
     if kind == "raw":
@@ -67,7 +68,7 @@ def decode(
             raise ValueError("a raw body needs its layout")  # the web layer always gives it
         return {"embeddings": raw.decode(body, *layout)}
     if kind == "npz":
-        return npz.decode(body, size, APPLY_MEMBERS, required=APPLY_MEMBERS[:1])
+        return npz.decode(body, size, APPLY_MEMBERS, APPLY_MEMBERS[:1], hold)
     if kind == "safetensors":
         return safetensors.decode(body, APPLY_MEMBERS, required=APPLY_MEMBERS[:1])
     return json.decode(body, numbers)

@@ -10,6 +10,7 @@ import io
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
@@ -20,6 +21,8 @@ from service.codecs.types import MEDIA_TYPES, Buffer, Encoded, little_endian, sh
 from service.errors import InvalidInput, Limit, MalformedBody
 
 MAX_MEMBERS: Final = 16
+# Decompressed bytes read (and held) at a time.
+_PIECE: Final = 1 << 20
 # The central directory's bytes: 16 entries of numpy's are about 1,500.
 _MAX_DIRECTORY: Final = 64 << 10
 _END: Final = struct.Struct("<4s4H2LH")  # end of central directory record
@@ -50,19 +53,25 @@ def encode(**arrays: NDArray[Any]) -> Encoded:
 
 
 def decode(
-    body: Buffer, size: Limit, members: tuple[str, ...], required: tuple[str, ...]
+    body: Buffer,
+    size: Limit,
+    members: tuple[str, ...],
+    required: tuple[str, ...],
+    hold: Callable[[int], None] | None = None,
 ) -> dict[str, NDArray[Any]]:
     """The arrays of an archive whose members are among ``members`` (``required`` ones
-    present), holding at most ``size`` bytes once decompressed."""
+    present), holding at most ``size`` bytes once decompressed. ``hold`` is told of the
+    decompressed bytes as they are made, before they are kept (the posted-bytes budget
+    counts what exists, never what the archive's directory declares); it may refuse them
+    by raising."""
     _check_directory(memoryview(body))
-    data: dict[str, bytes] = {}
+    data: dict[str, bytearray] = {}
     try:
         with zipfile.ZipFile(io.BytesIO(body)) as archive:
             found = _members(archive.infolist(), members, required)
             room = size.value
             for name, info in found.items():
-                with archive.open(info) as member:
-                    data[name] = member.read(room + 1)
+                data[name] = _read(archive, info, room, hold)
                 room -= len(data[name])
                 size.check_body("the decompressed .npz archive", size.value - room)
     except _DAMAGED as exc:
@@ -70,11 +79,29 @@ def decode(
     return {name: npy.decode(member, name) for name, member in data.items()}
 
 
+def _read(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, room: int, hold: Callable[[int], None] | None
+) -> bytearray:
+    """A member's bytes, at most ``room`` + 1 of them, read a piece at a time, each piece
+    held before it is kept."""
+    out = bytearray()
+    with archive.open(info) as member:
+        while len(out) <= room:
+            piece = member.read(min(_PIECE, room + 1 - len(out)))
+            if not piece:
+                break
+            if hold is not None:
+                hold(len(piece))
+            out += piece
+    return out
+
+
 def unpacked_size(body: Buffer) -> int:
     """The bytes the archive's members hold once decompressed, as its central directory
     declares them (zipfile yields no more than a member declares): read from the archive's
     tail alone (its end records, a comment and the directory, at most 129 KiB), not from a
-    copy of it all; 0 for an archive :func:`decode` refuses."""
+    copy of it all; 0 for an archive :func:`decode` refuses. A client's word only: it
+    chooses a lane for the work, and reserves nothing."""
     view = memoryview(body)
     try:
         _check_directory(view)

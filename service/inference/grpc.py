@@ -18,7 +18,8 @@ from tritonclient.grpc import service_pb2 as pb
 
 from service import handlers
 from service.errors import Limit, LimitExceeded, ServiceError
-from service.inference import grpc_wire, models, wire
+from service.inference import grpc_bounds, grpc_wire, models, wire
+from service.limits import reserving
 from service.runtime import Runtime
 
 SERVICE: Final = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
@@ -113,27 +114,43 @@ class Servicer:
 
     async def _infer(self, message: bytes) -> bytes:
         runtime = self.runtime
-        elements = len(message) // 4  # about four bytes a number
-        limit = runtime.limits.json_elements
-        served, parsed = await runtime.compute(elements, _parse, message, limit)
-        answer = models.answer_bytes(served, parsed)
-        # gRPC keeps an answer until its client has read it all, outside the slow
-        # clients' budget: one answer is at most a body's size (as a message is)
-        runtime.limits.body_bytes.check(
-            "the answer's bytes (over gRPC)", answer, hint="ask for more over REST"
-        )
-        large = answer > handlers.LARGE_ANSWER_BYTES
-        # a large answer takes one of the permits until its message is written
-        async with handlers.turn(runtime, large):
-            return await runtime.compute(elements, _run, runtime, served, parsed)
+        # gRPC has read the whole message: it counts with the posted bodies, until its
+        # answer is computed, as a REST body does
+        with reserving(runtime.posted) as reservation:
+            reservation.take(len(message), "the message")
+            elements = len(message) // 4  # about four bytes a number
+            limit = runtime.limits.json_elements
+            served, parsed = await runtime.compute(elements, _parse, message, limit)
+            answer = models.answer_bytes(served, parsed)
+            # gRPC keeps an answer until its client has read it all, outside the slow
+            # clients' budget: one answer is at most a body's size (as a message is)
+            runtime.limits.body_bytes.check(
+                "the answer's bytes (over gRPC)", answer, hint="ask for more over REST"
+            )
+            large = answer > handlers.LARGE_ANSWER_BYTES
+            # a large answer takes one of the permits until its message is written
+            async with handlers.turn(runtime, large):
+                return await runtime.compute(elements, _run, runtime, served, parsed)
 
 
 def _parse(message: bytes, numbers: Limit) -> tuple[models.Model, wire.Request]:
-    """The message read: its model (unknown: NOT_FOUND before the inputs are read) and its
-    request; the protobuf message itself is not kept."""
-    decoded = grpc_wire.decode(message)
-    served = models.model(decoded.model_name, decoded.model_version or None)
-    return served, grpc_wire.request(decoded, numbers)
+    """The message read within its bounds (:mod:`grpc_bounds`, before protobuf builds
+    anything): its model (unknown: NOT_FOUND before the inputs are read) and its request.
+    The protobuf message itself is not kept, not even by a refusal's traceback."""
+    scanned = grpc_bounds.scan(message, numbers)
+    decoded = grpc_wire.decode(scanned.header)
+    try:
+        served = models.model(decoded.model_name, decoded.model_version or None)
+        return served, grpc_wire.request(decoded, scanned.raw, numbers)
+    except ServiceError as exc:
+        error = exc
+    # the error's traceback holds the frames that hold the decoded message: raised
+    # without them, it frees the message at once, not at the next full collection
+    del decoded, scanned
+    try:
+        raise error.with_traceback(None)
+    finally:
+        del error
 
 
 def _run(runtime: Runtime, served: models.Model, request: wire.Request) -> bytes:

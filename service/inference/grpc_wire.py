@@ -38,25 +38,27 @@ _RAW_OUTPUT_KEY: Final = (
 )
 
 
-def decode(message: bytes) -> Any:
-    """The ``ModelInferRequest`` in ``message``."""
+def decode(header: bytes) -> Any:
+    """The ``ModelInferRequest`` in ``header`` (a message :func:`grpc_bounds.scan` has
+    bounded, its ``raw_input_contents`` taken out)."""
     try:
-        return pb.ModelInferRequest.FromString(message)
+        return pb.ModelInferRequest.FromString(header)
     except DecodeError:
         raise MalformedBody("the message is not a ModelInferRequest") from None
 
 
-def request(message: Any, numbers: Limit) -> wire.Request:
+def request(message: Any, raw: list[memoryview], numbers: Limit) -> wire.Request:
     """A ``ModelInferRequest`` as the request the models run: its inputs' data from
-    ``raw_input_contents`` (one entry an input, in their order) or from their typed
-    ``contents`` (at most ``numbers`` of them in all, as JSON tensors); its parameters as
-    Python values; every output as raw bytes."""
+    ``raw`` (its ``raw_input_contents``: one entry an input, in their order) or from their
+    typed ``contents`` (at most ``numbers`` of them in all, as JSON tensors); its
+    parameters as Python values; every output as raw bytes."""
     wire.check_inputs(len(message.inputs))
     numbers.check(
         "the typed contents' numbers",
         sum(len(values) for spec in message.inputs for _, values in spec.contents.ListFields()),
     )
-    raw = message.raw_input_contents
+    if message.id:
+        wire.check_id(message.id)
     if raw and len(raw) != len(message.inputs):
         raise MalformedBody(
             f"raw_input_contents has {len(raw):,} entries; the request has "
@@ -73,6 +75,7 @@ def request(message: Any, numbers: Limit) -> wire.Request:
     parameters.pop(wire.BINARY_OUTPUT, None)
     outputs: dict[str, bool | None] | None = None
     if message.outputs:
+        wire.check_outputs(len(message.outputs))
         outputs = {}
         for spec in message.outputs:
             _supported(spec.parameters, spec.name)
@@ -80,7 +83,7 @@ def request(message: Any, numbers: Limit) -> wire.Request:
     return wire.Request(message.id or None, parameters, inputs, outputs, True)
 
 
-def _tensor(spec: Any, raw: bytes | None) -> wire.Tensor:
+def _tensor(spec: Any, raw: memoryview | None) -> wire.Tensor:
     name = shown(spec.name)
     _supported(spec.parameters, name)
     datatype: str = spec.datatype

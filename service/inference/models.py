@@ -224,16 +224,18 @@ def infer_parsed(
 
 
 def answer_bytes(served: Model, request: wire.Request) -> int:
-    """How many bytes the answer's tensors take, from the request alone (before any
-    check): the batch's, or the rows' at the dtype asked for."""
+    """How many bytes the answer's tensors and its echoed id take, from the request alone
+    (before any check): the batch's, or the rows' at the dtype asked for."""
+    # the id is echoed as it came (at most wire.MAX_ID_BYTES, once the wire has checked it)
+    echoed = 0 if request.id is None else len(request.id.encode("utf-8", "surrogatepass"))
     if served is SINUSOIDAL:
         positions, width = request.inputs.get("positions"), request.parameters.get("d_model")
         if positions is None or type(width) is not int:
-            return 0
+            return echoed
         itemsize = {"float64": 8, "float16": 2}.get(str(request.parameters.get("dtype")), 4)
-        return positions.array.size * max(width, 0) * itemsize
+        return echoed + positions.array.size * max(width, 0) * itemsize
     embeddings = request.inputs.get("embeddings")
-    return 0 if embeddings is None else embeddings.array.nbytes
+    return echoed + (0 if embeddings is None else embeddings.array.nbytes)
 
 
 def infer(runtime: Runtime, served: Model, request: wire.Request) -> tuple[Headers, memoryview]:

@@ -31,8 +31,14 @@ NAMES: Final = {dtype.name: name for name, dtype in DATATYPES.items()}
 # A request parameter of the protocol itself, not of a model: binary outputs for all.
 BINARY_OUTPUT: Final = "binary_data_output"
 _REQUEST_FIELDS: Final = {"id", "parameters", "inputs", "outputs"}
-# More inputs than any model takes are refused before any is read.
+# Refused before any is read: more inputs than a model takes, or outputs than it gives.
 MAX_INPUTS: Final = 8
+MAX_OUTPUTS: Final = 8
+# Parsed objects are a header's costly part (2M outputs entries, 40 MiB, took 2 s of CPU
+# and 600 MiB) and a request has few, 2 + 2 × (MAX_INPUTS + MAX_OUTPUTS): b'{' is counted
+# before parsing. Braces in strings count too, as only a pathological id or name has them.
+MAX_OBJECTS: Final = 4096
+MAX_ID_BYTES: Final = 1024  # the answer echoes the id
 _TENSOR_FIELDS: Final = {"name", "shape", "datatype", "parameters", "data"}
 
 
@@ -78,11 +84,14 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     view = memoryview(body)
     head = view if length is None else view[:length]
     numbers.check("the JSON header's numbers", body.count(b",", 0, len(head)) + 1)
+    objects = body.count(b"{", 0, len(head))
+    if objects > MAX_OBJECTS:
+        raise MalformedBody(
+            f"the inference header has {objects:,} '{{' (JSON objects, and braces inside "
+            f"strings); at most {MAX_OBJECTS:,} are read, a request has a few per tensor"
+        )
     # and its lists and objects: a nested empty list costs 2 bytes and some 60 parsed
-    numbers.check(
-        "the JSON header's lists and objects",
-        body.count(b"[", 0, len(head)) + body.count(b"{", 0, len(head)),
-    )
+    numbers.check("the JSON header's lists and objects", body.count(b"[", 0, len(head)) + objects)
     try:
         document = orjson.loads(head)
     except orjson.JSONDecodeError as exc:
@@ -93,6 +102,7 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     request_id = document.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise InvalidInput("id", "must be a string")
+    check_id(request_id or "")
     parameters = _object(document.get("parameters"), "parameters")
     binary_default = parameters.pop(BINARY_OUTPUT, False)
     if not isinstance(binary_default, bool):
@@ -166,6 +176,20 @@ def check_inputs(count: int) -> None:
         raise InvalidInput("inputs", f"has {count:,} tensors; a model takes at most {MAX_INPUTS}")
 
 
+def check_outputs(count: int) -> None:
+    """At most :data:`MAX_OUTPUTS` outputs asked for, refused before any is read (none: all,
+    on gRPC, where an empty list is a missing one; REST refuses an empty list itself)."""
+    if count > MAX_OUTPUTS:
+        raise InvalidInput("outputs", f"has {count:,} entries; a model gives at most {MAX_OUTPUTS}")
+
+
+def check_id(value: str) -> None:
+    """A request id of at most :data:`MAX_ID_BYTES` UTF-8 bytes, as the answer echoes it."""
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_ID_BYTES:
+        raise InvalidInput("id", f"is {size:,} UTF-8 bytes long; an id is at most {MAX_ID_BYTES:,}")
+
+
 def check_shape(shape: Sequence[int], name: str, dtype: np.dtype[Any]) -> None:
     """A tensor's shape: at most :data:`MAX_DIMS` non-negative sizes whose array numpy can
     hold (a zero beside huge sizes too)."""
@@ -201,6 +225,9 @@ def _outputs(document: dict[str, Any]) -> dict[str, bool | None] | None:
         return None
     if not isinstance(specs, list):
         raise InvalidInput("outputs", "must be a list of {name, parameters}")
+    if not specs:  # not an answer of no outputs: a client that asked for none erred
+        raise InvalidInput("outputs", "must name at least one output, or be left out for all")
+    check_outputs(len(specs))
     outputs: dict[str, bool | None] = {}
     for index, spec in enumerate(specs):
         where = f"outputs[{index}]"
@@ -210,7 +237,10 @@ def _outputs(document: dict[str, Any]) -> dict[str, bool | None] | None:
         binary = _object(spec.get("parameters"), f"{where}.parameters").get("binary_data")
         if binary is not None and not isinstance(binary, bool):
             raise InvalidInput(f"{where}.parameters.binary_data", "must be true or false")
-        outputs[shown(spec["name"])] = binary
+        name = shown(spec["name"])
+        if name in outputs:  # as an input given twice: else the last would win silently
+            raise InvalidInput(f"{where}.name", f"{name!r} is given twice")
+        outputs[name] = binary
     return outputs
 
 

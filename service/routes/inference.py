@@ -11,7 +11,8 @@ from fastapi import APIRouter, Request, Response
 from service import handlers
 from service.errors import ServiceError, UnsupportedMediaType
 from service.inference import models, wire
-from service.web.bodies import read_posted, reserving
+from service.limits import reserving
+from service.web.bodies import read_posted
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
 from service.web.negotiation import combined

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from typing import Annotated, Any, Final
 
@@ -12,16 +13,17 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service import handlers
-from service.codecs.types import Format
+from service.codecs.types import Format, shown
 from service.encodings import rotary
 from service.encodings.registry import DType, Rounding
 from service.encodings.rotation import Rotation
 from service.errors import InvalidInput, InvalidParameter, MalformedBody, UnsupportedMediaType
+from service.limits import reserving
 from service.schemas.hf_config import rotary_query
 from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
 from service.settings import POSITION_CEILING
 from service.web import openapi
-from service.web.bodies import body_format, read_posted, reserving
+from service.web.bodies import body_format, read_posted
 from service.web.deps import RuntimeDep
 from service.web.negotiation import combined
 from service.web.responses import apply_response, table_response
@@ -158,7 +160,37 @@ def _parse(body: bytes | bytearray) -> dict[str, Any]:
         raise MalformedBody(f"the config is not JSON: {exc}") from None
     if not isinstance(config, dict):
         raise InvalidInput("body", "the config must be a JSON object")
+    _refuse_repeated_keys(body)
     return config
+
+
+class _Repeated(Exception):
+    """A key that appears twice in one object of the config."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> None:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _Repeated(key)
+        seen.add(key)
+
+
+def _refuse_repeated_keys(body: bytes | bytearray) -> None:
+    """Refuse a config that gives a key twice in any of its objects, as an apply body is
+    refused: orjson keeps the last silently (``rope_type`` twice would choose a scaling
+    unseen), and only the standard library reports each object's keys. A config is small
+    (PE_MAX_CONFIG_BYTES), so it is read a second time; nothing is built from it."""
+    try:
+        json.loads(body, object_pairs_hook=_unique)
+    except _Repeated as exc:
+        raise InvalidInput(
+            shown(str(exc.args[0])), "appears more than once in the config"
+        ) from None
+    except RecursionError:  # orjson reads 1024 levels, the standard library fewer
+        raise MalformedBody("the config is nested too deeply to be read") from None
+    except ValueError as exc:  # none known: the two parsers read the same JSON otherwise
+        raise MalformedBody(f"the config is not JSON: {shown(str(exc))}") from None
 
 
 @router.post(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from service.codecs.types import shown
 from service.encodings import scalings
 from service.errors import InvalidInput
 
@@ -33,6 +34,8 @@ _INTEGERS: Final = {
 }
 _BOOLEANS: Final = {"truncate"}
 _KINDS: Final = {"rope_type", "type"}
+# names a problem lists from a config before "and N more": a config may hold any number
+_FEW: Final = 3
 
 
 def _is_number(value: Any) -> bool:
@@ -69,6 +72,13 @@ def _field(config: Mapping[str, Any], where: str, name: str) -> Any:
     return None if value is None else _typed(f"{where}{name}", name, value)
 
 
+def _listed(names: list[str]) -> str:
+    """The first few of a config's ``names``, each cut short, to quote in a message."""
+    listed = ", ".join(shown(name) for name in names[:_FEW])
+    more = len(names) - _FEW
+    return f"{listed} and {more:,} more" if more > 0 else listed
+
+
 def _rope_dict(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     for name in ("rope_parameters", "rope_scaling"):
         value = config.get(name)
@@ -80,8 +90,8 @@ def _rope_dict(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
         if nested and not _KINDS & value.keys():
             raise InvalidInput(
                 name,
-                f"holds parameters per layer type ({', '.join(map(str, nested))}): post one "
-                "layer type's parameters as rope_parameters",
+                f"holds parameters per layer type ({_listed(nested)}): post one layer "
+                "type's parameters as rope_parameters",
             )
         return name, value
     return "rope_parameters", {}
@@ -118,7 +128,7 @@ def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
     if rope_type not in ROPE_TYPES:
         known = ", ".join(ROPE_TYPES)
         raise InvalidInput(
-            f"{where}.rope_type", f"'{rope_type[:60]}' is not a known rope_type ({known})"
+            f"{where}.rope_type", f"{shown(rope_type)!r} is not a known rope_type ({known})"
         )
     scaling = ROPE_TYPES[rope_type]
     mpe = _field(config, "", "max_position_embeddings")

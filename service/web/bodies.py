@@ -5,8 +5,8 @@ every other body the process holds, ``PE_POSTED_BYTES``."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import aclosing, contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import aclosing
 from typing import TypeVar
 
 import anyio
@@ -16,14 +16,13 @@ from starlette.requests import ClientDisconnect
 from service.codecs import raw
 from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat, shown
 from service.errors import (
-    Busy,
     ClientGone,
     Limit,
     MalformedBody,
     RequestTimeout,
     UnsupportedMediaType,
 )
-from service.limits import Budget
+from service.limits import Reservation
 from service.runtime import Runtime
 
 _BODY_TYPES = {MEDIA_TYPES[fmt]: fmt for fmt in BODY_FORMATS}
@@ -83,31 +82,6 @@ def _declared(
             f"({shown(param or '')}) disagree: give one of them, or the same value"
         )
     return from_header
-
-
-class Reservation:
-    """The bytes of one request's body, taken from the process's budget of posted bodies
-    (``PE_POSTED_BYTES``) as they arrive: :class:`Busy` (503) if they would pass it."""
-
-    def __init__(self, budget: Budget) -> None:
-        self.budget = budget
-        self.held = 0
-
-    def take(self, size: int) -> None:
-        if not self.budget.take(size):
-            raise Busy(self.held + size, self.budget.held - self.held, self.budget.limit)
-        self.held += size
-
-
-@contextmanager
-def reserving(budget: Budget) -> Iterator[Reservation]:
-    """A :class:`Reservation` for a request's body, given back when the block ends (its
-    answer computed, or the request refused)."""
-    reservation = Reservation(budget)
-    try:
-        yield reservation
-    finally:
-        budget.give(reservation.held)
 
 
 async def read_posted(

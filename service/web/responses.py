@@ -4,6 +4,7 @@ been sent; and the whole of a table request (negotiation, limits, validators, 30
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -15,9 +16,10 @@ from service.codecs import npz
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, Format
 from service.encodings.registry import DType, Key
 from service.errors import InvalidParameter
+from service.limits import reserving
 from service.pacing import PATIENCE
 from service.runtime import Runtime
-from service.web.bodies import body_format, raw_layout, read_posted, reserving
+from service.web.bodies import body_format, raw_layout, read_posted
 from service.web.conditional import IMMUTABLE, fields_etag, matches
 from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
@@ -161,12 +163,14 @@ async def apply_response(
     plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
     with reserving(runtime.posted) as reservation:
         body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
-        # an .npz is held decompressed too (64 KiB of zeros may unpack to 64 MiB)
+        # an .npz is held decompressed too (64 KiB of zeros may unpack to 64 MiB): its
+        # members count as they are decompressed, what its directory declares only
+        # chooses the lane (about four bytes a number in every body format)
         unpacked = npz.unpacked_size(body) if kind == "npz" else 0
-        reservation.take(unpacked)
-        # about four bytes a number in every body format: its size says which lane
         elements = (len(body) + unpacked) // 4
+        hold = functools.partial(reservation.take, what="the decompressed .npz archive")
         answer = await unless_gone(
-            request, lambda: runtime.compute(elements, handlers.apply, runtime, body, plan)
+            request,
+            lambda: runtime.compute(elements, handlers.apply, runtime, body, plan, hold),
         )
     return respond(runtime, answer, {"cache-control": "no-store"})

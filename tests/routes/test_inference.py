@@ -11,6 +11,8 @@ import numpy as np
 import orjson
 import pytest
 
+from service.errors import InvalidInput
+from service.inference import models, wire
 from tests.support import TABLE, load
 
 INFER = "/v2/models/sinusoidal/infer"
@@ -167,7 +169,31 @@ BAD_JSON_REQUESTS = [
 ]
 
 
-@pytest.mark.parametrize(("body", "words"), BAD_JSON_REQUESTS)
+def asking(**fields: Any) -> bytes:
+    """A sinusoidal request of one position with ``fields`` beside its inputs."""
+    return orjson.dumps({"inputs": [positions([1])], "parameters": {"d_model": 4}, **fields})
+
+
+# found by a hostile client (issue 23): each was answered 200
+HOSTILE_REQUESTS = [
+    pytest.param(asking(outputs=[]), ["outputs", "at least one", "left out"], id="no-outputs"),
+    pytest.param(
+        asking(outputs=[{"name": "encodings"}] * (wire.MAX_OUTPUTS + 1)),
+        ["outputs", "9 entries", "at most 8"],
+        id="too-many-outputs",
+    ),
+    pytest.param(
+        asking(outputs=[{"name": "encodings"}, {"name": "encodings"}]),
+        ["outputs[1].name", "twice"],
+        id="an-output-twice",
+    ),
+    pytest.param(asking(id="i" * 1025), ["id", "1,025 UTF-8 bytes", "1,024"], id="long-id"),
+    # the bound is on UTF-8 bytes, not characters: 513 of them, two bytes each
+    pytest.param(asking(id="é" * 513), ["id", "1,026 UTF-8 bytes"], id="long-utf8-id"),
+]
+
+
+@pytest.mark.parametrize(("body", "words"), [*BAD_JSON_REQUESTS, *HOSTILE_REQUESTS])
 def test_bad_requests_are_400s_that_say_why(
     api: httpx.Client, body: bytes, words: list[str]
 ) -> None:
@@ -294,3 +320,57 @@ def test_echoed_names_are_cut_short(api: httpx.Client) -> None:
     parameters = {"d_model": 4, "y" * 20_000: 1}
     response = api.post(INFER, json={"inputs": [positions([1])], "parameters": parameters})
     assert len(assert_error(response, 400)) < 600
+
+
+def test_the_header_s_objects_are_bounded_before_parsing(api: httpx.Client) -> None:
+    """Parsed objects are a header's costly part (2M outputs entries in 40 MiB took seconds
+    and some 600 MiB): their braces are counted first, within PE_MAX_JSON_ELEMENTS."""
+    many = asking(outputs=[{"name": "encodings"}] * wire.MAX_OBJECTS)
+    error = assert_error(api.post(INFER, content=many), 400, "4,096", "strings")
+    assert "4,099" in error  # the request's, its parameters', its input's and the outputs'
+    # braces in a string count too, and the refusal says so
+    braces = asking(id="{" * wire.MAX_OBJECTS)
+    assert_error(api.post(INFER, content=braces), 400, "'{'", "inside strings")
+    # and those of a binary request's header only, not its tensors' bytes
+    spec = {"name": "positions", "shape": [8_000], "datatype": "INT64"}
+    ids = np.full(8_000, ord("{"), np.int64)
+    header = {"inputs": [spec | {"parameters": {"binary_data_size": ids.nbytes}}]}
+    body, headers = binary_request({**header, "parameters": {"d_model": 4}}, ids)
+    assert api.post(INFER, content=body, headers=headers).status_code == 200
+
+
+def test_ids_and_outputs_at_their_limits_are_answered(api: httpx.Client) -> None:
+    for request_id in ("i" * wire.MAX_ID_BYTES, "é" * (wire.MAX_ID_BYTES // 2)):
+        answer = api.post(INFER, content=asking(id=request_id)).json()
+        assert answer["id"] == request_id
+    # an output named once per entry, up to MAX_OUTPUTS of them, is still an answer
+    answer = api.post(INFER, content=asking(outputs=[{"name": "encodings"}])).json()
+    assert [output["name"] for output in answer["outputs"]] == ["encodings"]
+
+
+@pytest.mark.parametrize(
+    ("check", "value", "words"),
+    [
+        pytest.param(wire.check_outputs, wire.MAX_OUTPUTS + 1, ["outputs", "9"], id="outputs"),
+        pytest.param(wire.check_id, "x" * 1_025, ["id", "1,025"], id="id"),
+        pytest.param(wire.check_id, "\U0001f600" * 257, ["id", "1,028"], id="id-4-byte"),
+    ],
+)
+def test_the_wire_checks_the_grpc_wire_shares(check: Any, value: Any, words: list[str]) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        check(value)
+    for word in words:
+        assert word in caught.value.detail
+    wire.check_outputs(wire.MAX_OUTPUTS)  # at the limits: no refusal
+    wire.check_outputs(0)  # none asked: all, on the gRPC wire
+    wire.check_id("\U0001f600" * (wire.MAX_ID_BYTES // 4))
+
+
+def test_the_answer_s_size_counts_the_echoed_id() -> None:
+    """The gRPC answer limit reads answer_bytes before the run: the id is echoed in it."""
+    ids = wire.Tensor("positions", "INT64", np.arange(3, dtype=np.int64))
+    parameters = {"d_model": 4}
+    for served, inputs in ((models.SINUSOIDAL, {"positions": ids}), (models.ROTARY_APPLY, {})):
+        plain = wire.Request(None, parameters, inputs, None, False)
+        echoed = wire.Request("é" * 100, parameters, inputs, None, False)
+        assert models.answer_bytes(served, echoed) == models.answer_bytes(served, plain) + 200

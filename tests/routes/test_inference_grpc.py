@@ -29,7 +29,7 @@ from tritonclient.utils import InferenceServerException
 from service.errors import BodyTooLarge, ClientGone, InvalidInput, LimitExceeded, MalformedBody
 from service.inference import grpc as front
 from service.inference.models import UnknownModel
-from service.limits import Limits
+from service.limits import Budget, Limits
 from service.settings import Settings
 from tests.support import (
     APPLY,
@@ -447,6 +447,7 @@ class Broken:
     """A runtime whose work fails unexpectedly."""
 
     limits = Limits.of(Settings())
+    posted = Budget(1 << 30)
 
     async def compute(self, elements: int, work: Any, *args: Any) -> Any:
         raise RuntimeError("secret internals")
@@ -489,14 +490,13 @@ def test_typed_contents_and_inputs_are_counted_before_they_are_read() -> None:
     spec = message.inputs.add(name="positions", datatype="INT64", shape=[11])
     spec.contents.int64_contents.extend(range(11))
     with pytest.raises(LimitExceeded, match="PE_MAX_JSON_ELEMENTS"):
-        grpc_wire.request(message, numbers)
+        grpc_wire.request(message, [], numbers)
     many = pb.ModelInferRequest(model_name="sinusoidal")
     for index in range(100):
         many.inputs.add(name=f"p{index}", datatype="INT64", shape=[0])
     with pytest.raises(InvalidInput, match="at most"):
-        grpc_wire.request(many, numbers)
+        grpc_wire.request(many, [], numbers)
     huge = pb.ModelInferRequest(model_name="sinusoidal-apply")
     huge.inputs.add(name="embeddings", datatype="FP32", shape=[0, 2**62, 2**62])
-    huge.raw_input_contents.append(b"")
     with pytest.raises(InvalidInput, match=r"embeddings\.shape"):
-        grpc_wire.request(huge, numbers)
+        grpc_wire.request(huge, [memoryview(b"")], numbers)

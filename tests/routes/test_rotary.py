@@ -895,6 +895,76 @@ def test_per_layer_rope_parameters_are_refused(http: httpx.Client) -> None:
     assert [error["name"] for error in document["errors"]] == ["rope_parameters"]
 
 
+def test_a_problem_quotes_a_configs_names_cut_short(http: httpx.Client) -> None:
+    """A 900 KB config of layer types was quoted whole: a 1.08 MB problem (issue 23)."""
+    layers = {f"{k:05d}" + "x" * 200: {"rope_type": "default"} for k in range(4_000)}
+    config = {"head_dim": 8, "max_position_embeddings": 4, "rope_parameters": layers}
+    response = post_config(http, config)
+    document = assert_problem(response, 422, "00000xxx", "00002xxx", "and 3,997 more", "layer")
+    assert "00003" not in document["detail"]
+    assert len(response.content) < 1_000
+    rope_type = {"rope_type": "y" * 100_000}
+    response = post_config(http, {**config, "rope_parameters": rope_type})
+    assert_problem(response, 422, "rope_type", "yyy…")
+    assert len(response.content) < 1_000
+
+
+@pytest.mark.parametrize(
+    ("body", "name"),
+    [
+        pytest.param(
+            b'{"head_dim": 8, "max_position_embeddings": 4, "head_dim": 16}',
+            "head_dim",
+            id="top-level",
+        ),
+        pytest.param(
+            b'{"head_dim": 8, "max_position_embeddings": 4, "rope_scaling": '
+            b'{"rope_type": "linear", "factor": 2, "rope_type": "default"}}',
+            "rope_type",
+            id="in-rope_scaling",
+        ),
+        pytest.param(
+            b'{"head_dim": 8, "max_position_embeddings": 4, "notes": [{"a": 1, "a": 2}]}',
+            "a",
+            id="in-a-field-not-read",
+        ),
+        pytest.param(
+            b'{"head_dim": 8, "max_position_embeddings": 4, "h\\u0065ad_dim": 16}',
+            "head_dim",
+            id="escaped",
+        ),
+    ],
+)
+def test_a_config_that_gives_a_key_twice_is_refused(
+    http: httpx.Client, body: bytes, name: str
+) -> None:
+    """As an apply body that gives a field twice: a parser would keep the last silently."""
+    document = assert_problem(post_config(http, body), 422, "more than once")
+    assert document["errors"] == [
+        {"name": name, "in": "body", "detail": "appears more than once in the config"}
+    ]
+
+
+def test_a_repeated_key_is_named_cut_short(http: httpx.Client) -> None:
+    key = "k" * 100_000
+    body = orjson.dumps({"head_dim": 8, "max_position_embeddings": 4})[:-1]
+    body += b',"' + key.encode() + b'": 1, "' + key.encode() + b'": 2}'
+    response = post_config(http, body)
+    document = assert_problem(response, 422, "kkk…", "more than once")
+    assert len(response.content) < 1_000
+    assert document["errors"][0]["name"] == "k" * 59 + "…"
+
+
+def test_a_config_nested_past_the_readers_depth_is_never_a_500(http: httpx.Client) -> None:
+    """orjson reads 1,024 levels; the standard library's reader (which finds repeated
+    keys) fewer on Python 3.11, where a config between the two is a 400 that says why."""
+    body = b'{"head_dim": 8, "max_position_embeddings": 4, "deep": ' + b"[" * 1_020
+    body += b"]" * 1_020 + b"}"
+    response = post_config(http, body)
+    if response.status_code != 200:  # Python 3.12 reads deeper in C
+        assert_problem(response, 400, "nested too deeply")
+
+
 @pytest.mark.parametrize(
     ("body", "status", "words"),
     [

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import socket
+import struct
 import tracemalloc
+import zipfile
 from typing import Any
 
 import anyio
@@ -27,10 +29,10 @@ from service.errors import (
     ServiceError,
     UnsupportedMediaType,
 )
-from service.limits import Budget
+from service.limits import Budget, Reservation, reserving
 from service.settings import Settings
-from service.web.bodies import Reservation, body_format, raw_layout, read_body, reserving
-from tests.support import APPLY, NPY, assert_problem, in_process, npy_bytes
+from service.web.bodies import body_format, raw_layout, read_body
+from tests.support import APPLY, NPY, NPZ, assert_problem, in_process, npy_bytes
 
 LIMIT = Limit(1 << 30, "PE_MAX_BODY_BYTES")
 STALL, LEAVE = "stall", "leave"
@@ -394,3 +396,60 @@ def test_an_npz_body_is_counted_decompressed() -> None:
         budget.give(12 << 20)
         assert http.post(APPLY, content=body, headers=headers).status_code == 200
         assert budget.held == 0
+
+
+def lying(declared: int) -> bytes:
+    """A tiny .npz whose zip directory declares its member ``declared`` bytes long (it
+    holds 192): bytes that do not exist."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("embeddings.npy", npy_bytes(np.zeros((2, 8), np.float32)))
+    body = bytearray(buffer.getvalue())
+    directory = body.rindex(b"PK\x01\x02")
+    struct.pack_into("<L", body, directory + 24, declared)  # its uncompressed size
+    return bytes(body)
+
+
+def test_what_an_npz_declares_is_not_reserved() -> None:
+    """A 300-byte archive that declares most of PE_POSTED_BYTES held it all while it was
+    read (four in a loop refused 77 % of honest posts), and one that declares more than
+    the budget was a 503 for ever: only the bytes that exist are counted now."""
+    app = create_app(Settings(posted_bytes=8 << 20, max_body_bytes=8 << 20))
+    with in_process(app) as http:
+        budget = app.state.runtime.posted
+        assert budget.take((8 << 20) - 4096)  # other bodies: 4 KiB of room
+        for declared in ((8 << 20) - 4096, 1 << 31):
+            response = http.post(APPLY, content=lying(declared), headers={"content-type": NPZ})
+            assert response.status_code == 200, response.text  # it holds 192 bytes
+        budget.give((8 << 20) - 4096)
+        assert budget.held == 0
+
+
+def test_an_npz_that_can_never_fit_is_413_naming_the_budget() -> None:
+    """Decompressed, with its own bytes, it passes PE_POSTED_BYTES: no later try can
+    succeed, so it is not a 503."""
+    values = np.zeros(524_200, np.float32)  # 2,096,928 bytes as .npy, within the body limit
+    values[:4096] = np.random.default_rng(0).random(4096)  # 16 KiB that do not compress
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, embeddings=values.reshape(1, -1))
+    app = create_app(Settings(posted_bytes=2 << 20, max_body_bytes=2 << 20))
+    with in_process(app) as http:
+        response = http.post(APPLY, content=buffer.getvalue(), headers={"content-type": NPZ})
+        problem = assert_problem(response, 413, "PE_POSTED_BYTES")
+        assert problem["setting"] == "PE_POSTED_BYTES"
+        assert "retry-after" not in response.headers
+        assert app.state.runtime.posted.held == 0
+
+
+def test_more_than_the_whole_budget_is_413_and_less_is_503() -> None:
+    budget = Budget(100)
+    with reserving(budget) as reservation:
+        reservation.take(60)
+        with pytest.raises(BodyTooLarge) as too_large:
+            reservation.take(41)
+        assert too_large.value.extensions["setting"] == "PE_POSTED_BYTES"
+        assert budget.take(30)  # another request's
+        with pytest.raises(Busy):
+            reservation.take(20)
+        budget.give(30)
+    assert budget.held == 0
