@@ -37,8 +37,12 @@ class InvalidParameter(ServiceError):
     slug = "invalid-parameter"
     source: ClassVar[str] = "parameter"
 
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(f"{name}: {message}", errors=[{"name": name, "detail": message}])
+    def __init__(self, name: str, message: str, also: tuple[str, ...] = ()) -> None:
+        """``also``: more parameters that share the blame (named in ``errors`` too)."""
+        super().__init__(
+            f"{', '.join((name, *also))}: {message}",
+            errors=[{"name": each, "detail": message} for each in (name, *also)],
+        )
         self.name = name
 
 

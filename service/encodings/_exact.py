@@ -167,6 +167,8 @@ def fill(start: int, w_hi: Float64Array, w_lo: Float64Array, targets: Sequence[T
     edges = list(itertools.accumulate((len(s) for s, _ in targets), initial=start))
     stop = edges[-1]
     pairs = w_hi.shape[0]
+    if not pairs:  # a table with no sine column (tensor2tensor at width 1): nothing to write
+        return
     writer = _Writer(edges, targets)
     work = _fill_by_blocks if pairs <= _BLOCKED_PAIRS else _fill_directly
     elements = (stop - start) * pairs
@@ -181,6 +183,8 @@ def take(
     ``target`` with the same bits that :func:`fill` writes for them: the rows of scattered
     positions, without the rows between, in chunks (memory in proportion to the target)."""
     sines, cosines = target
+    if not w_hi.shape[0]:
+        return
     pos = np.asarray(positions, dtype=np.int64)
     blocked = w_hi.shape[0] <= _BLOCKED_PAIRS
     # the offsets within a block, once for every chunk (as fill computes them)

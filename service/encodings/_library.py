@@ -29,9 +29,17 @@ def exp32(x: NDArray[np.float32]) -> NDArray[np.float32]:
     return np.exp(x.astype(np.float64)).astype(F32)
 
 
+def f32(value: float) -> np.float32:
+    """A Python float as float32, as the libraries take it: past float32's range it is
+    infinite there too (a base of 1e300 gives frequencies of 0, which this reproduces)."""
+    with np.errstate(over="ignore"):
+        return F32(value)
+
+
 def pow32(base: np.float32, exponent: NDArray[np.float32]) -> NDArray[np.float32]:
     """float32 ``base ** exponent``, correctly rounded."""
-    return np.power(np.float64(base), exponent.astype(np.float64)).astype(F32)
+    with np.errstate(over="ignore"):
+        return np.power(np.float64(base), exponent.astype(np.float64)).astype(F32)
 
 
 def sincos(angles: Angles) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
@@ -107,7 +115,7 @@ def positional_encodings(positions: NDArray[np.int64], d: int, params: Params) -
     2).float() / channels))`` in float32; ``arange(x).float() * inv_freq``."""
     channels = 2 * math.ceil(d / 2)
     exponents = np.arange(0, channels, 2).astype(F32) / F32(channels)
-    inverse = F32(1.0) / pow32(F32(params["base"]), exponents)
+    inverse = F32(1.0) / pow32(f32(params["base"]), exponents)
     return _times(positions, inverse)
 
 

@@ -20,6 +20,7 @@ from service.encodings.presets import (
 _BASE: Final = Param("base", 10000.0, "Wavelength base.")
 _HF: Final = "huggingface/transformers"
 _ROOT_D: Final = "sqrt(d_model)"
+TAU: Final = 2 * math.pi
 
 PRESETS: Final[dict[str, Preset]] = {
     preset.name: preset
@@ -105,6 +106,11 @@ PRESETS: Final[dict[str, Preset]] = {
             _ROOT_D,
             "row r is position r + start_index",
             shift="start_index",
+            # inv_k runs from min_ts to min_ts^2 / max_ts
+            frequency=lambda p: max(
+                p["min_timescale"], p["min_timescale"] ** 2 / p["max_timescale"]
+            ),
+            frequency_parameters=("min_timescale", "max_timescale"),
         ),
         Preset(
             "fairseq",
@@ -265,6 +271,9 @@ PRESETS: Final[dict[str, Preset]] = {
                 Param("full_turns", False, "Frequencies in turns: times 2 pi."),
             ),
             scale="scale",
+            # sigma_k runs from max_freq to min_freq (in turns with full_turns)
+            frequency=lambda p: max(p["min_freq"], p["max_freq"]) * (TAU if p["full_turns"] else 1),
+            frequency_parameters=("min_freq", "max_freq", "full_turns"),
         ),
     )
 }

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+import numpy as np
+
 from service.encodings import _exact, _library
 from service.errors import InvalidParameter
 
@@ -30,6 +32,10 @@ Odd = Literal["sin", "zero", "reject"]
 Params = Mapping[str, Any]
 Frequencies = tuple[_exact.Float64Array, _exact.Float64Array]
 DEFAULT_BASE: Final = 10000.0
+# The largest frequency served, radians a position: a full turn. A higher one aliases to a
+# lower one at integer positions, and keeps rounding=exact's angles exact to 2^31 (the
+# error term small^3 / 6 of its angle stays below 1e-18; at 1e10 it was 2.8e14).
+MAX_FREQUENCY: Final = 2 * math.pi
 _TAU: Final = decimal.Decimal("6.283185307179586476925286766559005768394")
 
 
@@ -70,10 +76,41 @@ class Preset:
     zero_row: str | None = None  # the parameter naming a zeroed row (padding_idx)
     scale: str | None = None  # the parameter the table is multiplied by (mlx)
     first_row: Callable[[Params], int] = field(default=lambda params: 0)
+    # the largest frequency the parameters give (radians a position), and those parameters,
+    # where they can pass MAX_FREQUENCY; the other rules keep every frequency at most 1
+    frequency: Callable[[Params], float] | None = None
+    frequency_parameters: tuple[str, ...] = ()
 
     def sines(self, d: int) -> int:
         """How many sine columns (and frequencies) a width-``d`` table has."""
         return (d + 1) // 2 if self.odd == "sin" else d // 2
+
+
+def check(preset: Preset, params: Params, dtype: str) -> None:
+    """That the parameters keep the table where ``rounding=exact`` keeps its promise (every
+    frequency at most :data:`MAX_FREQUENCY`) and its dtype holds it (the scale at most the
+    dtype's largest number): else an :class:`InvalidParameter` naming them all."""
+    if preset.frequency is not None:
+        largest = preset.frequency(params)
+        if not largest <= MAX_FREQUENCY:
+            raise InvalidParameter(
+                preset.frequency_parameters[0],
+                f"these give preset {preset.name} a largest frequency of {largest:.6g} "
+                f"radians a position; at most 2 pi ({MAX_FREQUENCY:.6g}) is served: a higher "
+                "one turns more than once between positions (it aliases to a lower one), and "
+                "past it exact angles lose their accuracy at large positions",
+                also=preset.frequency_parameters[1:],
+            )
+    if preset.scale is not None:
+        scale = abs(float(params[preset.scale]))
+        largest_number = float(np.finfo(dtype).max)
+        if not scale <= largest_number:
+            raise InvalidParameter(
+                preset.scale,
+                f"{scale:g} is more than {dtype} holds (at most {largest_number:g}): the "
+                "table's entries reach the scale; lower it or ask for a wider dtype",
+                also=("dtype",),
+            )
 
 
 def arrangement(preset: Preset, params: Params) -> Arrangement:

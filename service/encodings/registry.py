@@ -9,12 +9,15 @@ pictures, preload) works from a key through this module, never from a family's n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar, get_args
 
 import numpy as np
 from numpy.typing import NDArray
+
+from service.errors import InvalidParameter
 
 DType = Literal["float32", "float64", "float16"]
 DTYPES: Final[tuple[DType, ...]] = get_args(DType)
@@ -44,14 +47,32 @@ K = TypeVar("K", bound=Key)
 
 
 @dataclass(frozen=True, slots=True)
+class Bound:
+    """The largest magnitude a family's formula allows its entries with a key's parameters
+    (a sine times a scale: the scale), and the parameters that set it, named in the
+    refusal of a table that passes it (or holds NaN or infinity)."""
+
+    largest: float
+    parameters: tuple[str, ...]
+
+
+# Entries are rounded to their dtype: float16 carries 11 bits, so a value at the bound
+# may round up to it times 1 + 2^-11; and an exact sine is within 2^-51 of [-1, 1].
+_ROUNDING: Final = 1 + 2.0**-9
+
+
+@dataclass(frozen=True, slots=True)
 class Family(Generic[K]):
-    """One family: its name (its routes' and listings' name), its key type, and its two
-    functions."""
+    """One family: its name (its routes' and listings' name), its key type, its two
+    functions, the bound its entries keep, and the position its row 0 is (a preset's
+    ``start_index``: positions are bounded by ``PE_MAX_POSITION`` after the shift)."""
 
     name: str
     key: type[K]
     fill: Callable[[K, int, Sequence[Rows]], None]
     take: Callable[[K, NDArray[np.int64]], Rows]
+    bound: Callable[[K], Bound] = field(default=lambda key: Bound(math.inf, ()))
+    shift: Callable[[K], int] = field(default=lambda key: 0)
 
 
 _FAMILIES: dict[type[Any], Family[Any]] = {}
@@ -88,8 +109,41 @@ def key_bytes(key: Key) -> int:
 
 def fill(key: Key, start: int, out: Sequence[Rows]) -> None:
     """Rows ``start, start+1, ...`` of ``key``'s table written into ``out``, one array after
-    the other (each ``(rows, key.width)`` of ``key.dtype``, C order)."""
-    family_of(key).fill(key, start, out)
+    the other (each ``(rows, key.width)`` of ``key.dtype``, C order); checked
+    (:func:`check`)."""
+    family = family_of(key)
+    family.fill(key, start, out)
+    for part in out:
+        check(family, key, part)
+
+
+def shift(key: Key) -> int:
+    """What ``key``'s family adds to a row's index to get its position."""
+    return int(family_of(key).shift(key))
+
+
+def check(family: Family[Any], key: Key, rows: Rows) -> None:
+    """That ``rows`` of ``key``'s table are finite and within its family's bound (a family
+    that declares none: finite): every
+    answer that holds table rows (tables, apply, the inference protocol, pictures) goes
+    through here, so parameters whose arithmetic overflows, or runs away, are refused with
+    their names rather than served. Two passes that allocate nothing (NaN fails both)."""
+    if not rows.size:
+        return
+    bound = family.bound(key)
+    limit = bound.largest * _ROUNDING
+    high, low = float(rows.max()), float(rows.min())
+    if high <= limit and -low <= limit:
+        return
+    worst = high if not high <= limit else low
+    names = (*bound.parameters, "dtype") if key.dtype != "float64" else bound.parameters
+    raise InvalidParameter(
+        names[0] if names else "dtype",
+        f"with {', '.join(names) or 'these parameters'} as given, the {family.name} table "
+        f"holds {worst:g} in {key.dtype}, where its formula keeps every entry finite and "
+        f"within ±{bound.largest:g}: change them (or ask for float64)",
+        also=names[1:],
+    )
 
 
 def rows(key: Key, start: int, stop: int) -> Rows:
@@ -106,5 +160,9 @@ def joined(parts: Sequence[Rows]) -> Rows:
 
 def take(key: Key, positions: NDArray[np.int64]) -> Rows:
     """The rows at ``positions`` (any order, repeats allowed), bit-identical to the same
-    rows of the whole table, computed without the rows between them."""
-    return family_of(key).take(key, positions)
+    rows of the whole table, computed without the rows between them; checked
+    (:func:`check`)."""
+    family = family_of(key)
+    out = family.take(key, positions)
+    check(family, key, out)
+    return out

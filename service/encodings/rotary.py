@@ -27,7 +27,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.encodings import _exact, _rope_exact, _rope_library, scalings
-from service.encodings.registry import DTYPES, ROUNDINGS, DType, Family, Rounding, Rows, register
+from service.encodings.registry import (
+    DTYPES,
+    ROUNDINGS,
+    Bound,
+    DType,
+    Family,
+    Rounding,
+    Rows,
+    register,
+)
 from service.errors import InvalidParameter
 
 Convention = Literal["half", "interleaved"]
@@ -230,4 +239,11 @@ def split(key: RotaryKey, parts: Sequence[Rows]) -> dict[str, list[Rows]]:
     return {"cos": [c for c, _ in pieces], "sin": [s for _, s in pieces]}
 
 
-FAMILY: Final = register(Family("rotary", RotaryKey, fill, take))
+def bound(key: RotaryKey) -> Bound:
+    """Cosines and sines times the attention factor; the scaling's parameters share the
+    blame for entries past it."""
+    named = tuple(name for name, _ in key.params) or ("base",)
+    return Bound(abs(key.attention), ("scaling", *named))
+
+
+FAMILY: Final = register(Family("rotary", RotaryKey, fill, take, bound))

@@ -23,7 +23,16 @@ from numpy.typing import NDArray
 
 from service.encodings import _exact, _library, presets
 from service.encodings.catalogue import PRESETS
-from service.encodings.registry import DTYPES, ROUNDINGS, DType, Family, Rounding, Rows, register
+from service.encodings.registry import (
+    DTYPES,
+    ROUNDINGS,
+    Bound,
+    DType,
+    Family,
+    Rounding,
+    Rows,
+    register,
+)
 from service.errors import InvalidParameter
 
 Layout = Literal["interleaved", "split"]
@@ -73,6 +82,7 @@ class SinusoidalKey:
                 f"must be even for preset {self.preset}: {preset.sources[0].function} "
                 "has no odd widths",
             )
+        presets.check(preset, self.settings, self.dtype)
 
     @property
     def width(self) -> int:
@@ -258,4 +268,19 @@ def similarity(start: int, stop: int, step: int, key: SinusoidalKey) -> _exact.F
     return matrix + s * s.T
 
 
-FAMILY: Final = register(Family("sinusoidal", SinusoidalKey, fill, take))
+def bound(key: SinusoidalKey) -> Bound:
+    """Entries are sines and cosines, times the preset's scale (mlx); the parameters that
+    set the frequencies and the scale share the blame for any that are not."""
+    preset = PRESETS[key.preset]
+    scale = abs(float(key.settings[preset.scale])) if preset.scale else 1.0
+    named = tuple(
+        param.name
+        for param in preset.params
+        if param.name not in (preset.shift, preset.zero_row, "cos_first")
+    )
+    return Bound(scale, named)
+
+
+FAMILY: Final = register(
+    Family("sinusoidal", SinusoidalKey, fill, take, bound, lambda key: key.shift)
+)

@@ -12,7 +12,7 @@ import anyio
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers, plots
-from service.encodings import sinusoidal
+from service.encodings import registry, sinusoidal
 from service.runtime import Runtime
 from service.schemas.sinusoidal import HeatmapQuery, SimilarityQuery
 from service.web import openapi
@@ -44,7 +44,8 @@ async def _picture(
 ) -> Response:
     """The picture ``draw`` makes from ``rows`` rows, once its limits are checked; 304 for
     a current tag."""
-    handlers.check_rows(runtime.limits, rows, query.d_model, query.max_len, "d_model")
+    shift = registry.shift(query.key())
+    handlers.check_rows(runtime.limits, rows, query.d_model, query.max_len, "d_model", shift)
     runtime.limits.picture(query.width, query.height)
     plots.require()
     etag = fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())

@@ -12,6 +12,9 @@ from service.encodings.registry import DType, Rounding
 from service.encodings.sinusoidal import SinusoidalKey, preset_key
 from service.settings import POSITION_CEILING
 
+# |scale| of an mlx table at most this (and at most what its dtype holds)
+SCALE_LIMIT: Final = 1e30
+
 PresetName = Literal[
     "vaswani",
     "pytorch-tutorial",
@@ -57,7 +60,11 @@ class PresetFields(BaseModel):
         "for vaswani.",
     )
     min_timescale: float | None = Field(
-        None, ge=1e-30, le=1e30, description="tensor2tensor: default 1."
+        None,
+        ge=1e-30,
+        le=presets.MAX_FREQUENCY,
+        description="tensor2tensor: default 1. It is the largest frequency (with "
+        "min_timescale^2 / max_timescale): at most 2 pi.",
     )
     max_timescale: float | None = Field(
         None, ge=1e-30, le=1e30, description="tensor2tensor: default 10000."
@@ -76,8 +83,16 @@ class PresetFields(BaseModel):
         "default 1.",
     )
     max_wavelength: float | None = Field(None, gt=1, le=1e30, description="keras: default 10000.")
-    min_freq: float | None = Field(None, ge=1e-30, le=1e30, description="mlx: 0.0001.")
-    max_freq: float | None = Field(None, ge=1e-30, le=1e30, description="mlx: 1.")
+    min_freq: float | None = Field(
+        None, ge=1e-30, le=presets.MAX_FREQUENCY, description="mlx: 0.0001. At most 2 pi."
+    )
+    max_freq: float | None = Field(
+        None,
+        ge=1e-30,
+        le=presets.MAX_FREQUENCY,
+        description="mlx: 1. At most 2 pi, or 1 with full_turns (the largest frequency is "
+        "at most 2 pi).",
+    )
     cos_first: bool | None = Field(None, description="mlx: cosines first; default false.")
     full_turns: bool | None = Field(None, description="mlx: frequencies times 2 pi; false.")
 
@@ -115,6 +130,9 @@ class PresetParameter(BaseModel):
     name: str
     default: float | int | bool | None = Field(description="null: computed from d_model.")
     description: str
+    minimum: float | None = Field(None, description="The least value served (inclusive).")
+    exclusive_minimum: float | None = Field(None, description="Values must be above it.")
+    maximum: float | None = Field(None, description="The greatest value served (inclusive).")
 
 
 class PresetDocument(BaseModel):
@@ -136,6 +154,10 @@ class PresetDocument(BaseModel):
     library_rounding: str = Field(description="What rounding=library computes in.")
     embedding_scale: str = Field(description="apply's default scale on the embeddings.")
     first_row: str = Field(description="apply's default offset.")
+    constraints: list[str] = Field(
+        description="Rules between parameters, beside each one's range: where rounding=exact "
+        "keeps its promise, and the dtype holds the table."
+    )
 
 
 class PresetsDocument(BaseModel):
@@ -172,14 +194,51 @@ def document(preset: presets.Preset) -> PresetDocument:
         odd_d_model=_ODD[preset.odd],
         min_d_model=preset.min_d,
         parameters=[
-            PresetParameter(name=p.name, default=p.default, description=p.description)
+            PresetParameter(
+                name=p.name, default=p.default, description=p.description, **_range(p.name)
+            )
             for p in preset.params
         ],
         positions=preset.positions,
         library_rounding=library,
         embedding_scale=preset.embed_scale,
         first_row="padding_idx + 1" if preset.zero_row else "0",
+        constraints=_CONSTRAINTS.get(preset.name, []),
     )
+
+
+# The ranges of the parameters that are not PresetFields' (the tables' base and scale).
+_OTHER_RANGES: Final[dict[str, dict[str, float]]] = {
+    "base": {"exclusive_minimum": 1.0},
+    "scale": {"minimum": -SCALE_LIMIT, "maximum": SCALE_LIMIT},
+}
+_SHIFTED: Final = "start_index + max_len - 1, the last position, is at most PE_MAX_POSITION"
+_CONSTRAINTS: Final = {
+    "tensor2tensor": [
+        "the largest frequency, max(min_timescale, min_timescale^2 / max_timescale), is at "
+        "most 2 pi",
+        _SHIFTED,
+    ],
+    "keras": [_SHIFTED],
+    "mlx": [
+        "the largest frequency, max(min_freq, max_freq) (times 2 pi with full_turns), is at "
+        "most 2 pi",
+        "|scale| is at most the dtype's largest number (float16: 65504)",
+    ],
+}
+
+
+def _range(name: str) -> dict[str, float]:
+    """A parameter's range as the wire model declares it (``ge``, ``gt``, ``le``)."""
+    if name in _OTHER_RANGES:
+        return _OTHER_RANGES[name]
+    found: dict[str, float] = {}
+    for rule in PresetFields.model_fields[name].metadata:
+        for attribute, key in (("ge", "minimum"), ("gt", "exclusive_minimum"), ("le", "maximum")):
+            value = getattr(rule, attribute, None)
+            if value is not None:
+                found[key] = float(value)
+    return found
 
 
 def vars_of(source: presets.Source) -> dict[str, str]:

@@ -11,10 +11,8 @@ from service.encodings import presets
 from service.encodings.catalogue import PRESETS
 from service.encodings.registry import DType, Rounding
 from service.encodings.sinusoidal import DEFAULT_BASE, Layout, SinusoidalKey
-from service.errors import InvalidParameter
 from service.schemas.common import Colormap, Height, RawBodyFields, Width, below, within
-from service.schemas.presets import PresetFields, PresetName
-from service.settings import POSITION_CEILING
+from service.schemas.presets import SCALE_LIMIT, PresetFields, PresetName
 
 
 class RowsQuery(BaseModel):
@@ -74,7 +72,11 @@ class BlockQuery(RowsQuery, PresetFields):
         "default): sin, cos, sin, ...; split: all sines, then cosines.",
     )
     scale: float | None = Field(
-        None, ge=-1e30, le=1e30, description="mlx: factor on the table; sqrt(2 / d_model)."
+        None,
+        ge=-SCALE_LIMIT,
+        le=SCALE_LIMIT,
+        description="mlx: factor on the table; sqrt(2 / d_model). At most what dtype holds "
+        "(float16: 65504).",
     )
     dtype: DType = Field("float32", description="Element type of the returned table.")
     dim_start: int = Field(0, ge=0, description="First column returned (inclusive).")
@@ -97,13 +99,8 @@ class BlockQuery(RowsQuery, PresetFields):
         return self.d_model if self.dim_stop is None else self.dim_stop
 
     def key(self) -> SinusoidalKey:
-        key = self.preset_key(self.d_model, self.dtype, scale=self.scale)
-        shift = dict(key.params).get("start_index", 0)
-        if shift and shift + self.max_len - 1 > POSITION_CEILING:
-            raise InvalidParameter(
-                "start_index", f"start_index + max_len - 1 must be at most {POSITION_CEILING}"
-            )
-        return key
+        # start_index + max_len - 1 is bounded by PE_MAX_POSITION with the other limits
+        return self.preset_key(self.d_model, self.dtype, scale=self.scale)
 
     def describe(self) -> dict[str, Any]:
         """The JSON answer's fields before ``data``, in the contract's order."""

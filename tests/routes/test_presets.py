@@ -123,7 +123,7 @@ def test_marian_is_the_split_layout_with_one_more_sine(api: httpx.Client) -> Non
         pytest.param(
             "preset=tensor2tensor&start_index=2147483647",
             "start_index",
-            "at most",
+            "PE_MAX_POSITION",
             id="start-index-past-the-ceiling",
         ),
     ],
