@@ -98,7 +98,9 @@ async def rows(runtime: Runtime, key: Key, start: int, stop: int) -> Parts:
     computed in a worker thread."""
     parts = runtime.cache.peek(key, start, stop)
     if parts is None:
-        elements = (stop - start) * key.width
+        # a new key's preparation is CPU work like its rows: a one-row table of a key whose
+        # frequencies cost 30 ms takes the CPU lane, not the quick one small requests share
+        elements = (stop - start) * key.width + registry.preparation(key)
         parts = await runtime.compute(elements, runtime.cache.rows, key, start, stop)
     return parts
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import gzip
 
+import anyio
 import httpx
 import numpy as np
 import orjson
 import pytest
 
 from service import codecs, handlers
+from service import runtime as runtime_module
 from service.app import create_app
 from service.encodings.sinusoidal import SinusoidalKey
 from service.errors import LimitExceeded
 from service.limits import Limits
+from service.metrics import Telemetry
+from service.runtime import Runtime
 from service.settings import Settings
 from service.web.responses import table_etag
 from tests.support import APPLY, TABLE, cache_stats, in_process, npy_bytes, npz_bytes, table_url
@@ -182,3 +186,32 @@ def test_gzipped_bytes_are_a_real_gzip_stream() -> None:
     headers, body = codecs.gzip(({"content-type": "application/json"}, b"[1.0]" * 100))
     assert headers["content-encoding"] == "gzip"
     assert gzip.decompress(body) == b"[1.0]" * 100
+
+
+def test_preparing_a_new_key_takes_the_cpu_lane_not_the_quick_one() -> None:
+    """A one-row table of a new rounding=exact yarn key at the widest head computes its
+    frequencies in decimal arithmetic (tens of ms): CPU work that must not take the lane
+    small requests share. With every quick-lane thread busy, it is still answered; once
+    its key is ready, it is a small request again."""
+    from service.encodings import registry as families
+    from service.encodings import rotary, scalings
+
+    params = scalings.resolve(
+        "yarn", {"factor": 4.0, "original_max_position_embeddings": 4096}, 16384, 1
+    )
+    key = rotary.RotaryKey(16384, base=12345.0, scaling="yarn", params=params, rounding="exact")
+    assert families.preparation(key) > runtime_module.QUICK_ELEMENTS
+
+    async def main() -> None:
+        runtime = Runtime(Settings(), Telemetry(lambda: None))
+        holders = [object() for _ in range(int(runtime.quick.total_tokens))]
+        for holder in holders:
+            await runtime.quick.acquire_on_behalf_of(holder)
+        with anyio.fail_after(30):  # it waited for the quick lane for ever
+            parts = await handlers.rows(runtime, key, 0, 1)
+        assert parts[0].shape == (1, key.width)
+        for holder in holders:
+            runtime.quick.release_on_behalf_of(holder)
+
+    anyio.run(main)
+    assert families.preparation(key) == 0

@@ -7,8 +7,9 @@ from the formulas of transformers' ``modeling_rope_utils.py`` (:data:`.scalings.
 
 from __future__ import annotations
 
+import collections
 import decimal
-import functools
+import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -39,11 +40,43 @@ def effective_base(
     return _CONTEXT.multiply(b, _CONTEXT.power(grow, exponent))
 
 
-@functools.lru_cache(maxsize=16)  # at most 16 x 8,192 pairs x 16 bytes
-def frequencies(
-    scaling: Scaling, base: float, rotary_dim: int, params: Params
-) -> tuple[_exact.Float64Array, _exact.Float64Array]:
+Frequencies = tuple[_exact.Float64Array, _exact.Float64Array]
+# The frequencies of the last keys (at most 16 x 8,192 pairs x 16 bytes): a cache whose
+# content can be asked about, so that preparing a key is known to be work, and where.
+_KEPT: Final = 16
+_FREQUENCIES: collections.OrderedDict[tuple[Any, ...], Frequencies] = collections.OrderedDict()
+_LOCK: Final = threading.Lock()
+# Decimal arithmetic of one pair's factor costs about as much as this many table numbers.
+PAIR_COST: Final = 1024
+
+
+def preparation(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> int:
+    """What computing the key's frequencies costs, in table numbers: 0 once they are kept,
+    or when the scaling multiplies no pair by a factor of its own."""
+    if scaling not in ("llama3", "yarn", "longrope"):
+        return 0
+    with _LOCK:
+        if (scaling, base, rotary_dim, params) in _FREQUENCIES:
+            return 0
+    return rotary_dim // 2 * PAIR_COST
+
+
+def frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> Frequencies:
     """The inverse frequencies of the ``rotary_dim // 2`` pairs, exactly (double-double)."""
+    key = (scaling, base, rotary_dim, params)
+    with _LOCK:
+        if key in _FREQUENCIES:
+            _FREQUENCIES.move_to_end(key)
+            return _FREQUENCIES[key]
+    found = _frequencies(scaling, base, rotary_dim, params)
+    with _LOCK:
+        _FREQUENCIES[key] = found
+        while len(_FREQUENCIES) > _KEPT:
+            _FREQUENCIES.popitem(last=False)
+    return found
+
+
+def _frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> Frequencies:
     pairs = rotary_dim // 2
     hi, lo = _exact.inverse_powers(
         effective_base(scaling, base, rotary_dim, params), rotary_dim, pairs

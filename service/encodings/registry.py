@@ -73,6 +73,9 @@ class Family(Generic[K]):
     take: Callable[[K, NDArray[np.int64]], Rows]
     bound: Callable[[K], Bound] = field(default=lambda key: Bound(math.inf, ()))
     shift: Callable[[K], int] = field(default=lambda key: 0)
+    # what preparing the key costs before its first row (its frequencies, computed in
+    # decimal arithmetic), in table numbers; 0 once done: it chooses the lane
+    preparation: Callable[[K], int] = field(default=lambda key: 0)
 
 
 _FAMILIES: dict[type[Any], Family[Any]] = {}
@@ -120,6 +123,11 @@ def fill(key: Key, start: int, out: Sequence[Rows]) -> None:
 def shift(key: Key) -> int:
     """What ``key``'s family adds to a row's index to get its position."""
     return int(family_of(key).shift(key))
+
+
+def preparation(key: Key) -> int:
+    """What preparing ``key`` costs before its first row, in table numbers (0: ready)."""
+    return int(family_of(key).preparation(key))
 
 
 def check(family: Family[Any], key: Key, rows: Rows) -> None:

@@ -246,4 +246,11 @@ def bound(key: RotaryKey) -> Bound:
     return Bound(abs(key.attention), ("scaling", *named))
 
 
-FAMILY: Final = register(Family("rotary", RotaryKey, fill, take, bound))
+def preparation(key: RotaryKey) -> int:
+    """The exact frequencies of llama3, yarn and longrope, once per key."""
+    if key.rounding != "exact":
+        return 0
+    return _rope_exact.preparation(key.scaling, key.base, key.rotary_dim, key.params)
+
+
+FAMILY: Final = register(Family("rotary", RotaryKey, fill, take, bound, preparation=preparation))

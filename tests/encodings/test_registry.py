@@ -3,7 +3,7 @@ within the bound the family declares, else a 422 naming the parameters it says s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +54,11 @@ def flat(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_rows_out_of_their_bound_are_refused_naming_the_parameters(key: Any) -> None:
-    for compute in (lambda: registry.rows(key, 0, 4), lambda: registry.take(key, np.arange(3))):
+    computations: list[Callable[[], Rows]] = [
+        lambda: registry.rows(key, 0, 4),
+        lambda: registry.take(key, np.arange(3)),
+    ]
+    for compute in computations:
         with pytest.raises(InvalidParameter) as caught:
             compute()
         names = [error["name"] for error in caught.value.extensions["errors"]]

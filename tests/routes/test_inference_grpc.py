@@ -348,8 +348,9 @@ def test_a_taken_port_stops_the_start_up() -> None:
         out = subprocess.run(
             [sys.executable, "-m", "service"], env=env, capture_output=True, text=True, timeout=30
         )
-    assert out.returncode != 0
-    assert f"PE_GRPC_PORT: cannot listen on 127.0.0.1:{port}" in out.stderr
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1  # one line, no traceback
+    assert f"PE_GRPC_PORT={port}: 127.0.0.1:{port} is in use" in out.stderr
 
 
 def test_without_the_extra_the_start_up_says_to_install_it() -> None:
