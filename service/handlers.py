@@ -69,26 +69,10 @@ class Answer:
     release: Callable[[], None] | None = None
 
 
-def check_rows(
-    limits: Limits, rows: int, width: int, max_len: int, width_name: str, shift: int = 0
-) -> None:
-    """The limits on ``rows`` rows of ``width`` columns of a table of ``max_len`` rows
-    whose row 0 is position ``shift``."""
-    limits.row_width(width, width_name)
-    limits.rows(rows, width, f"rows × {width_name}")
-    limits.last_position(max_len - 1 + shift, _last(shift, "max_len - 1"))
-
-
-def _last(shift: int, what: str) -> str:
-    """What the largest position is, as a limit's refusal says it."""
-    return f"the table's last position ({'start_index + ' if shift else ''}{what})"
-
-
 def check_table(limits: Limits, block: Block, fmt: Format, width_name: str) -> None:
     """The limits a table request must be within, before anything is computed."""
     rows, cols = block.shape
-    shift = registry.shift(block.key)
-    check_rows(limits, rows, block.key.width, block.max_len, width_name, shift)
+    limits.table_rows(rows, block.key.width, block.max_len, width_name, registry.shift(block.key))
     if fmt == "json":
         limits.json_answer(rows * cols)
 
@@ -294,7 +278,7 @@ def _rows_for(
         raise InvalidParameter("max_len", f"position {last} is not below max_len ({max_len})")
     # the largest position the rows touch, whatever shifts it (a preset's start_index)
     shift = registry.shift(key)
-    limits.last_position(last + shift, _last(shift, "the last row asked for"))
+    limits.last_position(last + shift, limits.last_row(shift, "the last row asked for"))
     span = last - first + 1
     if positions is None:
         limits.rows(span, key.width, "rows × width")

@@ -107,6 +107,20 @@ class Limits:
         """Whether :meth:`rows` would let ``rows`` rows of ``width`` columns through."""
         return rows * width <= self.elements.value
 
+    def table_rows(
+        self, rows: int, width: int, max_len: int, width_name: str, shift: int = 0
+    ) -> None:
+        """``rows`` rows of ``width`` columns of a table of ``max_len`` rows whose row 0 is
+        position ``shift``."""
+        self.row_width(width, width_name)
+        self.rows(rows, width, f"rows × {width_name}")
+        self.last_position(max_len - 1 + shift, self.last_row(shift, "max_len - 1"))
+
+    @staticmethod
+    def last_row(shift: int, what: str) -> str:
+        """What the largest position is, as a refusal says it."""
+        return f"the table's last position ({'start_index + ' if shift else ''}{what})"
+
     def last_position(self, position: int, what: str = "the largest position") -> None:
         """Positions go up to ``PE_MAX_POSITION``."""
         self.position.check(what, position)

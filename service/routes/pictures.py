@@ -45,7 +45,7 @@ async def _picture(
     """The picture ``draw`` makes from ``rows`` rows, once its limits are checked; 304 for
     a current tag."""
     shift = registry.shift(query.key())
-    handlers.check_rows(runtime.limits, rows, query.d_model, query.max_len, "d_model", shift)
+    runtime.limits.table_rows(rows, query.d_model, query.max_len, "d_model", shift)
     runtime.limits.picture(query.width, query.height)
     plots.require()
     etag = fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())
