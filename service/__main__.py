@@ -7,7 +7,7 @@ Settings the service cannot start with stop it before it serves, with one line o
 error and exit status 2: an unknown ``PE_`` variable, a malformed value, a ``PE_PRELOAD``
 that does not parse, is over the limits or does not fit the cache, ``PE_POSTED_BYTES``
 under the largest body, a metrics directory that is not an empty writable one,
-``PE_GRPC_PORT`` without the grpc extra.
+``PE_GRPC_PORT`` without the grpc extra, or held by another process (another instance).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import uvicorn
 
+from service import supervision
 from service.settings import Settings, SettingsError, from_environment
 
 EXIT_SETTINGS: Final = 2
@@ -42,18 +43,20 @@ def log_config(settings: Settings) -> dict[str, Any]:
         "formatters": {
             "default": json_format if settings.log_format == "json" else {"format": text}
         },
-        "handlers": {
-            "default": {
-                "class": "logging.StreamHandler",
-                "stream": "ext://sys.stderr",
-                "formatter": "default",
-            }
-        },
+        # it also routes Python's warnings to the py.warnings logger, in every worker
+        "handlers": {"default": {"()": "service.telemetry.stderr_handler", "formatter": "default"}},
         "loggers": {
-            "uvicorn": {"handlers": ["default"], "level": level},
+            "uvicorn": {"handlers": ["default"], "level": level, "propagate": False},
             "uvicorn.access": {"handlers": [], "propagate": False},
-            "service": {"handlers": ["default"], "level": level},
+            "service": {"handlers": ["default"], "level": level, "propagate": False},
             "service.access": {"handlers": [], "level": level, "propagate": False},
+            "py.warnings": {"handlers": ["default"], "level": level, "propagate": False},
+        },
+        # any other library's records (asyncio's, say) in the same format, not as logging's
+        # last-resort plain text; at WARNING, as that last resort has them
+        "root": {
+            "handlers": ["default"],
+            "level": "WARNING" if level in ("DEBUG", "INFO") else level,
         },
     }
 
@@ -82,19 +85,28 @@ def checked_settings() -> Settings:
     return settings
 
 
+def refuse(error: SettingsError) -> NoReturn:
+    sys.stderr.write(" ".join(str(error).split()) + "\n")
+    raise SystemExit(EXIT_SETTINGS) from None
+
+
 def main() -> None:
     try:
         settings = checked_settings()
     except SettingsError as exc:
-        sys.stderr.write(" ".join(str(exc).split()) + "\n")
-        raise SystemExit(EXIT_SETTINGS) from None
+        refuse(exc)
     if sys.argv[1:] == ["openapi"]:
         from service.app import create_app
 
         spec = create_app(settings).openapi()
         sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
         return
-    with metrics_directory(settings.workers):
+    try:
+        # held by the supervisor until its workers have stopped (uvicorn.run returns)
+        grpc_port = supervision.hold_grpc_port(settings)
+    except SettingsError as exc:
+        refuse(exc)
+    with grpc_port or contextlib.nullcontext(), metrics_directory(settings.workers):
         uvicorn.run(
             "service.app:create_app",
             factory=True,

@@ -11,7 +11,7 @@ from fastapi import Depends, FastAPI
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service import __version__, preload
+from service import __version__, preload, supervision
 from service.cors import Cors
 from service.head import HeadAsGet
 from service.inference.serving import grpc_serving
@@ -61,12 +61,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtime = app.state.runtime = Runtime(settings, telemetry)
         loading = asyncio.create_task(preload.run(tables, runtime))
         publishing = asyncio.create_task(telemetry.publishing())
+        # a worker whose supervisor is killed would go on serving the ports for ever
+        watching = asyncio.create_task(supervision.stop_when_orphaned())
         try:
             async with grpc_serving(runtime):
                 yield
         finally:
             loading.cancel()
             publishing.cancel()
+            watching.cancel()
 
     app = ServiceApp(
         title="Positional encodings",

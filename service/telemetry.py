@@ -180,6 +180,16 @@ def iso_zone(moment: time.struct_time) -> str:
     return f"{offset[:3]}:{offset[3:]}"
 
 
+def stderr_handler() -> logging.Handler:
+    """The handler of every log line on standard error. Python's warnings (numpy's
+    RuntimeWarnings, say) become records of the ``py.warnings`` logger, formatted like any
+    other line, rather than free text that a JSON log shipper cannot read: they are
+    captured here because uvicorn applies the logging configuration in each worker process,
+    and this is the code of it that runs there."""
+    logging.captureWarnings(True)
+    return logging.StreamHandler(sys.stderr)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object a line, for every other log record (PE_LOG_FORMAT=json)."""
 

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -13,7 +21,15 @@ from service.metrics import RequestStats
 from service.routes import ROUTERS
 from service.settings import Settings
 from service.telemetry import format_access, printable
-from tests.support import TABLE, cache_stats
+from tests.support import (
+    NPY,
+    ROOT,
+    ROTARY_APPLY,
+    TABLE,
+    cache_stats,
+    free_port,
+    npy_bytes,
+)
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -155,3 +171,107 @@ def test_route_labels_come_from_a_closed_set(api: httpx.Client) -> None:
     }
     assert "/docs" in routes
     assert routes <= templates | {"unmatched"}
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """Every non-empty line of ``text`` as the JSON object it must be."""
+    records = []
+    for line in text.splitlines():
+        if line.strip():
+            record = json.loads(line)  # a line that is not JSON fails here, shown
+            assert isinstance(record, dict), line
+            records.append(record)
+    return records
+
+
+def test_python_warnings_are_log_records() -> None:
+    """With PE_LOG_FORMAT=json a warning (numpy's RuntimeWarning on an overflowing cast, a
+    UserWarning) is one JSON record of the py.warnings logger, as is any other library's
+    record: nothing reaches standard error as free text."""
+    code = """if True:
+        import logging, logging.config, warnings
+        import numpy as np
+        from service.__main__ import log_config
+        from service.settings import Settings
+        logging.config.dictConfig(log_config(Settings(log_format="json")))
+        np.array([1e6], np.float32).astype(np.float16)
+        warnings.warn("a warning", UserWarning)
+        logging.getLogger("asyncio").error("a library's error")
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    records = json_lines(done.stderr)
+    assert [(r["logger"], r["level"]) for r in records] == [
+        ("py.warnings", "warning"),
+        ("py.warnings", "warning"),
+        ("asyncio", "error"),
+    ]
+    assert "RuntimeWarning: overflow encountered in cast" in records[0]["message"]
+    assert "UserWarning: a warning" in records[1]["message"]
+
+
+# Requests that made numpy warn (float16 casts that overflow, angles that are not finite):
+# answered, or refused with a 422, each must leave only JSON lines behind.
+_WARNED: list[tuple[str, str, np.ndarray[Any, Any] | None]] = [
+    ("GET", f"{TABLE}?max_len=4&d_model=8&preset=mlx&scale=1e6&dtype=float16", None),
+    ("GET", f"{TABLE}?max_len=4&d_model=8&preset=tensor2tensor&min_timescale=1e30", None),
+    (
+        "GET",
+        "/v1/encodings/rotary?max_len=4&head_dim=8&dtype=float16&scaling=yarn&factor=2"
+        "&original_max_position_embeddings=4&attention_factor=1000",
+        None,
+    ),
+    (
+        "POST",
+        f"{ROTARY_APPLY}?scaling=yarn&factor=2&original_max_position_embeddings=4"
+        "&attention_factor=1000",
+        np.full((3, 8), 1000, np.float16),
+    ),
+    ("POST", ROTARY_APPLY, np.full((3, 8), 60000, np.float16)),
+    ("POST", f"{TABLE}/apply?scale=1e6", np.full((3, 8), 1000, np.float16)),
+]
+
+
+def test_every_line_of_a_json_logging_process_is_json(tmp_path: Path) -> None:
+    """A real ``python -m service`` with PE_LOG_FORMAT=json (the Kubernetes default): after
+    requests that made numpy warn, every line it wrote, on standard error and standard
+    output, is one JSON object; the warnings, if any, are py.warnings records."""
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PE_")},
+        "PE_HOST": "127.0.0.1",
+        "PE_PORT": str(port),
+        "PE_LOG_FORMAT": "json",
+    }
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "service"], env=env, cwd=ROOT, stdout=stdout, stderr=stderr
+        )
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        if http.get("/healthz").status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        assert process.poll() is None, err.read_text()
+                        assert time.monotonic() < deadline, "the service did not start"
+                        time.sleep(0.05)
+                for method, path, array in _WARNED:
+                    body = None if array is None else npy_bytes(array)
+                    response = http.request(
+                        method, path, content=body, headers={"content-type": NPY}
+                    )
+                    assert response.status_code in (200, 422), (path, response.text)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+    records = json_lines(err.read_text())
+    assert any(r["logger"].startswith("uvicorn") for r in records)  # it did log there
+    warned = [r for r in records if "Warning" in r["message"]]
+    assert all(r["logger"] == "py.warnings" and r["level"] == "warning" for r in warned)
+    assert json_lines(out.read_text())  # the access log

@@ -1,12 +1,16 @@
 """The service as a process: ``python -m service`` and the console script, several
-workers, readiness after a large preload, access-log lines, SIGTERM during a request."""
+workers, readiness after a large preload, access-log lines, SIGTERM during a request, the
+workers of a killed supervisor, a second instance on the same gRPC port."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -14,8 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+import tritonclient.grpc as triton
 
-from tests.support import TABLE, running, serving
+from tests.support import ROOT, TABLE, free_port, running, serving
+from tests.test_startup import assert_one_line
 
 pytestmark = pytest.mark.slow
 
@@ -105,3 +111,107 @@ def test_sigterm_lets_in_flight_requests_finish() -> None:
     assert len(results[0].content) > 8192 * 8192 * 8
     with pytest.raises(httpx.TransportError):
         httpx.get(url + "/healthz")
+
+
+def children(pid: int) -> set[int]:
+    return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    """uvicorn's supervisor killed with SIGKILL: its workers, which serve the port, stop
+    gracefully within seconds rather than serve on with nothing to stop them (a restart
+    failed with "address in use" while /healthz answered)."""
+    log = tmp_path / "server.log"
+    # TMPDIR: the metrics directory the killed supervisor leaves behind
+    env = {"PE_WORKERS": "2", "TMPDIR": str(tmp_path)}
+    with serving(env, log_path=log) as (url, process):
+        port = int(url.rsplit(":", 1)[1])
+        spawned = children(process.pid)  # the workers and multiprocessing's helper
+        workers: set[int] = set()
+        for _ in range(200):  # new connections, until both workers have answered one
+            with httpx.Client(timeout=10) as http:
+                workers.add(http.get(url + "/v1/cache").json()["worker"])
+            if len(workers) == 2:
+                break
+        assert len(workers) == 2
+        assert workers <= spawned
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 10
+        try:
+            while (left := {pid for pid in spawned if alive(pid)}) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not left, f"still running 10 s after their supervisor was killed: {left}"
+        finally:
+            for pid in spawned:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(url + "/healthz")
+    with socket.socket() as sock:  # as uvicorn binds it: only a listening socket stops it
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    # each worker shut down as uvicorn does on SIGTERM, not cut off
+    text = log.read_text()
+    assert text.count("is gone: this worker stops") == 2, text
+    for pid in workers:
+        assert f"Finished server process [{pid}]" in text, text
+
+
+def start_another(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m service`` with ``env`` over a clean environment, expected to exit before
+    it serves; if it serves instead, stopped (SIGTERM: its supervisor stops its workers)."""
+    clean = {key: value for key, value in os.environ.items() if not key.upper().startswith("PE_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "service"],
+        env={**clean, **env},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=30)
+        pytest.fail(f"a second instance started on the same gRPC port:\n{stderr}")
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def grpc_live(port: int) -> bool:
+    """ServerLive on a connection of its own (gRPC shares them between channels unless
+    told otherwise), so that the kernel may hand it to any socket on the port."""
+    client = triton.InferenceServerClient(
+        f"127.0.0.1:{port}", channel_args=[("grpc.use_local_subchannel_pool", 1)]
+    )
+    try:
+        return bool(client.is_server_live(client_timeout=5))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::"])
+def test_a_second_instance_cannot_share_the_grpc_port(tmp_path: Path, host: str) -> None:
+    """The workers share PE_GRPC_PORT (SO_REUSEPORT): another instance of the same user
+    asking the same way would have taken part of the calls unseen. It stops at start-up
+    instead, with one or several workers, and the first serves every call."""
+    grpc_port = free_port()
+    env = {"PE_HOST": host, "PE_GRPC_PORT": str(grpc_port), "TMPDIR": str(tmp_path)}
+    with serving({**env, "PE_WORKERS": "2"}):
+        assert grpc_live(grpc_port)
+        for workers in ("2", "1"):
+            done = start_another({**env, "PE_WORKERS": workers, "PE_PORT": str(free_port())})
+            assert_one_line(done, f"PE_GRPC_PORT={grpc_port}", "in use", "another instance")
+        # what holds the port against others takes no connection from the workers
+        for _ in range(20):
+            assert grpc_live(grpc_port)
