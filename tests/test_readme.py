@@ -23,6 +23,7 @@ from pydantic import BeforeValidator
 import service
 from service import protocol
 from service.app import create_app
+from service.encodings.catalogue import PRESETS
 from service.errors import PROBLEM_BASE, InvalidParameter, PlotsUnavailable, ServiceError
 from service.settings import Settings, SettingsError, from_environment, parse_bytes
 from tests.encodings import test_exact
@@ -507,3 +508,21 @@ def test_a_wrong_accuracy_claim_fails(old: str, new: str) -> None:
 def test_a_wrong_reliability_row_fails() -> None:
     wrong = RELIABILITY.replace("is within 2^-51 (4.4e-16", "is within 2^-50 (8.9e-16", 1)
     assert accuracy_claims(README, wrong) != _tested()
+
+
+def preset_rows() -> dict[str, list[str]]:
+    """The README's preset table: each preset's own parameters, as its last column names them."""
+    rows: dict[str, list[str]] = {}
+    for line in README.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        if len(cells) == 6 and cells[0].startswith("`") and cells[0].strip("`") in PRESETS:
+            rows[cells[0].strip("`")] = re.findall(r"`([a-z_]+)`", cells[-1])
+    return rows
+
+
+def test_the_preset_table_names_each_presets_own_parameters() -> None:
+    """fairseq was said to take `base`, which the service refuses."""
+    rows = preset_rows()
+    assert rows.keys() == PRESETS.keys()
+    for name, preset in PRESETS.items():
+        assert rows[name] == [param.name for param in preset.params], name

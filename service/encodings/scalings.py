@@ -130,13 +130,17 @@ def _positive(given: Mapping[str, Any], name: str) -> float:
     return value
 
 
-def _attention(value: float) -> float:
+def _attention(value: float, derived: tuple[str, str] | None = None) -> float:
     """An attention factor, given or derived: positive, and small enough that cos and sin
-    times it stay finite in float16."""
+    times it stay finite in float16. A derived one out of range is blamed on what it was
+    derived from (``derived``: the parameter to name, and how), which the client sent, not
+    on attention_factor, which it did not."""
     if not (math.isfinite(value) and 0 < value <= MAX_ATTENTION):
-        raise InvalidParameter(
-            "attention_factor", f"is {value:.6g}: it must be in (0, {MAX_ATTENTION:g}]"
-        )
+        within = f"it must be in (0, {MAX_ATTENTION:g}]"
+        if derived is None:
+            raise InvalidParameter("attention_factor", f"is {value:.6g}: {within}")
+        name, how = derived
+        raise InvalidParameter(name, f"{how} derives an attention factor of {value:.6g}: {within}")
     return float(value)
 
 
@@ -167,6 +171,12 @@ def _factor(given: Mapping[str, Any], scaling: str) -> float:
     return mpe / _position_count(given, "original_max_position_embeddings")
 
 
+def _factor_name(given: Mapping[str, Any]) -> str:
+    """The parameter a yarn or longrope factor came from: itself, or the context it is
+    derived from (see :func:`_factor`)."""
+    return "factor" if given.get("factor") is not None else "max_position_embeddings"
+
+
 def _yarn(given: Mapping[str, Any], rotary_dim: int) -> Params:
     factor = _factor(given, "yarn")
     original = _position_count(given, "original_max_position_embeddings")
@@ -175,21 +185,24 @@ def _yarn(given: Mapping[str, Any], rotary_dim: int) -> Params:
         return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
 
     attention = given.get("attention_factor")
+    derived = None
     if attention is None:
         m, m_all = given.get("mscale"), given.get("mscale_all_dim")
         if m and m_all:
             if mscale(factor, m_all) == 0:
                 raise InvalidParameter("mscale_all_dim", "makes the attention factor divide by 0")
             attention = mscale(factor, m) / mscale(factor, m_all)
+            derived = ("mscale", f"with mscale_all_dim={m_all:g} and factor={factor:g}")
         else:
             attention = mscale(factor)
+            derived = (_factor_name(given), f"scaling=yarn with factor={factor:g}")
     params = (
         ("factor", factor),
         ("original_max_position_embeddings", original),
         ("beta_fast", float(given.get("beta_fast") or 32)),
         ("beta_slow", float(given.get("beta_slow") or 1)),
         ("truncate", bool(given.get("truncate", True))),
-        ("attention_factor", _attention(attention)),
+        ("attention_factor", _attention(attention, derived)),
     )
     yarn_range(rotary_dim, 2.0, dict(params))  # raises if not finite, for every base
     return params
@@ -208,8 +221,10 @@ def _longrope(given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params
             raise InvalidParameter(name, "must be positive finite numbers")
         factors[name] = values
     attention = given.get("attention_factor")
+    derived = None
     if attention is None:
         factor = _factor(given, "longrope")
+        derived = (_factor_name(given), f"scaling=longrope with factor={factor:g}")
         if factor > 1 and original == 1:
             raise InvalidParameter(
                 "original_max_position_embeddings",
@@ -219,7 +234,7 @@ def _longrope(given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params
     chosen = factors["long_factor" if max_len > original else "short_factor"]
     return (
         ("ext_factors", chosen),
-        ("attention_factor", _attention(attention)),
+        ("attention_factor", _attention(attention, derived)),
     )
 
 

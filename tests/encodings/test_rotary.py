@@ -6,6 +6,7 @@ taken from the service)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from service.encodings import registry, rotation, scalings
 from service.encodings.registry import DTYPES, ROUNDINGS, DType, Rounding
 from service.encodings.rotary import CONVENTIONS, Convention, RotaryKey
 from service.encodings.rotation import Rotation
+from service.errors import InvalidInput, InvalidParameter
 from service.settings import POSITION_CEILING
 
 mpmath.mp.prec = 200
@@ -270,6 +272,153 @@ def test_position_ids_per_sequence_across_chunks_of_heads(
     chunked = Rotation(convention)(x, [rows], ids.astype(np.intp), in_place=False)
     assert np.array_equal(whole, expected)
     assert np.array_equal(chunked, expected)
+
+
+def _blocks(rows: NDArray[Any], size: int) -> list[NDArray[Any]]:
+    """A table's rows as the cache hands them over: consecutive blocks of ``size`` rows."""
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("positions", ["in-order", "shared", "per-sequence"])
+def test_chunks_of_positions_and_table_blocks_change_no_bit(
+    monkeypatch: pytest.MonkeyPatch, convention: Convention, dtype: str, positions: str
+) -> None:
+    """One head cut into chunks of positions (a single long sequence), the table's rows in
+    blocks that are never joined, a partial rotary dimension, in place or not: the same
+    bits as Hugging Face's formula in the table's dtype, rounded once to the batch's."""
+    compute: DType = "float64" if dtype == "float64" else "float32"
+    key = make_key(rotary_dim=8, convention=convention, dtype=compute, rounding="library")
+    x = batch((2, 3, 11, 10), 6, dtype)
+    rows = registry.rows(key, 0, 40)
+    if positions == "in-order":
+        table, index, gathered = _blocks(rows[:11], 4), None, rows[:11][None, None]
+    elif positions == "shared":
+        ids = np.random.default_rng(7).integers(0, 40, 11)
+        table, index, gathered = _blocks(rows, 16), ids.astype(np.intp), rows[ids][None, None]
+    else:
+        ids = np.random.default_rng(8).integers(0, 40, (2, 11))
+        table, index, gathered = _blocks(rows, 16), ids.astype(np.intp), rows[ids][:, None]
+    expected = hf_rotation(x.astype(compute), gathered, convention).astype(dtype)
+    monkeypatch.setattr(rotation, "_CHUNK_ELEMENTS", 3 * 4)  # three positions of one head
+    copied = Rotation(convention)(x, table, index, in_place=False)
+    assert np.array_equal(copied, expected)
+    assert not np.array_equal(x, expected)  # not overwritten
+    mine = x.copy()
+    overwritten = Rotation(convention)(mine, table, index, in_place=True)
+    assert overwritten is mine  # float16 too: no copy of the batch
+    assert np.array_equal(overwritten, expected)
+
+
+def test_a_big_endian_batch_is_answered_in_native_order() -> None:
+    key = make_key(rotary_dim=8, dtype="float32", rounding="library")
+    x = batch((3, 5, 8), 9, ">f4")
+    rows = registry.rows(key, 0, 5)
+    y = Rotation("half")(x, [rows], None, in_place=True)
+    assert y.dtype == np.dtype("float32")
+    assert np.array_equal(y, hf_rotation(x.astype(np.float32), rows, "half"))
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param((1, 2, 9, 3), id="rotated-part"),
+        pytest.param((1, 0, 10, 9), id="passed-through-part"),
+    ],
+)
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "copied"])
+def test_nan_is_found_where_it_was_sent(
+    monkeypatch: pytest.MonkeyPatch, where: tuple[int, ...], in_place: bool
+) -> None:
+    """Chunks are checked before they are written: a NaN is reported at its index in the
+    batch as sent, in place or not, in a later chunk of positions too."""
+    key = make_key(rotary_dim=8, dtype="float32", rounding="library")
+    x = batch((2, 3, 12, 10), 10, "float16")
+    x[where] = np.nan
+    monkeypatch.setattr(rotation, "_CHUNK_ELEMENTS", 4 * 4)
+    with pytest.raises(InvalidInput, match=re.escape(f"NaN or infinity, first at {where}")):
+        Rotation("half")(x, [registry.rows(key, 0, 12)], None, in_place=in_place)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value", "scaling", "given", "blamed", "words"),
+    [
+        # a rotation by 45 degrees puts a pair's magnitude (60000 sqrt 2) in one member
+        pytest.param(
+            "float16",
+            60000,
+            "none",
+            {},
+            "embeddings",
+            ["overflow float16", "float32"],
+            id="float16-values-alone",
+        ),
+        pytest.param(
+            "float32",
+            3e38,
+            "none",
+            {},
+            "embeddings",
+            ["overflow float32", "float64"],
+            id="float32-values-alone",
+        ),
+        # 30000 sqrt 2 fits float16; times yarn's derived attention factor (3.07) it does not
+        pytest.param(
+            "float16",
+            30000,
+            "yarn",
+            {"factor": 1e9, "original_max_position_embeddings": 4},
+            "scaling",
+            ["attention factor 3.07", "overflow float16"],
+            id="float16-derived-attention",
+        ),
+        pytest.param(
+            "float16",
+            1000,
+            "yarn",
+            {"factor": 2, "original_max_position_embeddings": 4, "attention_factor": 1000},
+            "scaling",
+            ["attention factor 1000 ", "overflow float16"],
+            id="float16-given-attention",
+        ),
+    ],
+)
+def test_an_overflow_names_what_caused_it(
+    dtype: str,
+    value: float,
+    scaling: scalings.Scaling,
+    given: dict[str, Any],
+    blamed: str,
+    words: list[str],
+) -> None:
+    """The embeddings when their own magnitude overflows their dtype once rotated; the
+    scaling when its attention factor is what takes them past it. Never attention_factor
+    itself, which the kernel cannot know was sent."""
+    compute: DType = "float64" if dtype == "float64" else "float32"
+    key = make_key(scaling, given, 8, 4, dtype=compute, rounding="library")
+    x = np.full((2, 4, 8), value, dtype)
+    x[..., 4:] *= -1  # b = -a: at 45 degrees, a' = a cos + a sin = sqrt 2 a
+    with pytest.raises(InvalidParameter) as caught:
+        Rotation("half")(x, [registry.rows(key, 0, 4)], None, in_place=True)
+    assert caught.value.name == blamed
+    assert isinstance(caught.value, InvalidInput) == (blamed == "embeddings")
+    for word in words:
+        assert word in caught.value.detail, caught.value.detail
+
+
+def test_a_derived_attention_factor_out_of_range_names_what_derived_it() -> None:
+    """yarn's attention factor from mscale and mscale_all_dim, out of (0, 1000]: the
+    refusal names mscale, which was sent, not attention_factor, which was not."""
+    given = {"factor": 1e9, "original_max_position_embeddings": 4, "mscale": 1e6}
+    with pytest.raises(InvalidParameter) as caught:
+        scalings.resolve("yarn", {**given, "mscale_all_dim": 1}, 8, 4)
+    assert caught.value.name == "mscale"
+    assert "mscale_all_dim=1" in caught.value.detail
+    assert "attention factor of 674514" in caught.value.detail
+    with pytest.raises(InvalidParameter) as given_one:
+        scalings.resolve("yarn", {**given, "attention_factor": 5000}, 8, 4)
+    assert given_one.value.name == "attention_factor"
 
 
 # -- fill and take -------------------------------------------------------------------------

@@ -573,13 +573,39 @@ def test_far_scattered_position_ids_cost_only_their_rows(http: httpx.Client) -> 
     assert np.array_equal(load(response), rotated(x, ids))
 
 
-def test_a_float16_result_that_overflows_names_the_attention_factor(http: httpx.Client) -> None:
-    """cos and sin times a large attention factor overflow float16: a 422, not a 500 (nor a
-    RuntimeWarning on the way)."""
-    x = np.full((3, 8), 1000.0, np.float16)
-    query = url(scaling="yarn", factor=2, original_max_position_embeddings=4, attention_factor=1000)
-    document = assert_problem(http.post(query, content=npy(x), headers=AS_NPY), 422)
-    assert [error["name"] for error in document["errors"]] == ["attention_factor"]
+_YARN = {"scaling": "yarn", "factor": 2, "original_max_position_embeddings": 4}
+
+
+@pytest.mark.parametrize(
+    ("query", "value", "blamed"),
+    [
+        # 60000 in a pair rotated by 45 degrees is 60000 sqrt 2: past float16 with no scaling
+        pytest.param({}, 60000, ("embeddings", "body"), id="no-scaling"),
+        # 30000 sqrt 2 fits; times the attention factor yarn derives from factor (3.07) not
+        pytest.param({**_YARN, "factor": 1e9}, 30000, ("scaling", "query"), id="derived"),
+        pytest.param({**_YARN, "attention_factor": 1000}, 1000, ("scaling", "query"), id="given"),
+        # the attention factor mscale and mscale_all_dim derive is out of range: refused
+        # before any arithmetic, naming what derived it
+        pytest.param(
+            {**_YARN, "factor": 1e9, "mscale": 1e6, "mscale_all_dim": 1},
+            1,
+            ("mscale", "query"),
+            id="derived-out-of-range",
+        ),
+    ],
+)
+def test_a_float16_overflow_names_only_what_was_sent(
+    http: httpx.Client, query: dict[str, Any], value: float, blamed: tuple[str, str]
+) -> None:
+    """A float16 result that overflows, or an attention factor out of range, is a 422 (not a
+    500, nor a RuntimeWarning on the way) naming what the client sent: the embeddings, the
+    scaling whose attention factor took them past float16, or what derived it. Never
+    attention_factor when it was not given."""
+    x = np.full((2, 3, 8), value, np.float16)
+    x[..., 4:] *= -1  # b = -a: some angle puts a pair's whole magnitude in one member
+    document = assert_problem(http.post(url(**query), content=npy(x), headers=AS_NPY), 422)
+    assert [(error["name"], error["in"]) for error in document["errors"]] == [blamed]
+    assert "attention_factor" in query or "attention_factor:" not in document["detail"]
 
 
 def test_limits() -> None:

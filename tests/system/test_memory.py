@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support import APPLY, HEATMAP, TABLE, npy_bytes, rss_mib, serving
+from tests.support import APPLY, HEATMAP, ROTARY_APPLY, TABLE, npy_bytes, rss_mib, serving
 
 pytestmark = pytest.mark.slow
 
@@ -61,6 +61,24 @@ CASES = [
         (npy_bytes(np.ones((64, 256, 512), np.float16)), "application/x-npy"),
         lambda answer, body: 4 * body + SLACK,
         id="npy-apply-float16-16MiB",
+    ),
+    pytest.param(
+        "POST",
+        ROTARY_APPLY,
+        (npy_bytes(np.ones((128, 256, 512), np.float16)), "application/x-npy"),
+        # rotated where it lies, a chunk at a time: 5.1 x its body when a float32 copy,
+        # its float16 rounding and the answer's bytes were held at once
+        lambda answer, body: 4 * body + SLACK,
+        id="npy-rotary-apply-float16-32MiB",
+    ),
+    pytest.param(
+        "POST",
+        ROTARY_APPLY,
+        (npy_bytes(np.ones((16384, 1024), np.float16)), "application/x-npy"),
+        # one long sequence: the rows of its positions (8 bytes x rotary_dim a position,
+        # cached) are 4 x the body, and were joined into a copy too (14.6 x the body)
+        lambda answer, body: 4 * body + 8 * 16384 * 1024 / MiB + SLACK,
+        id="npy-rotary-apply-float16-one-sequence-32MiB",
     ),
     pytest.param(
         "POST",
