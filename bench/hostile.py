@@ -23,15 +23,19 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gzip
 import io
 import json
 import os
 import re
 import select
 import socket
+import statistics
+import struct
 import subprocess
 import threading
 import time
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -658,6 +662,167 @@ def cache_listing(checkout: Path | None, cap: float) -> str:
         )
 
 
+# --- round 3: the Open Inference Protocol over gRPC, .npz directories, /v2 outputs, keys ---
+
+
+def grpc_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    size, length = len(payload), bytearray()
+    while size >= 0x80:
+        length.append(size & 0x7F | 0x80)
+        size >>= 7
+    length.append(size)
+    return bytes([number << 3 | 2]) + bytes(length) + payload
+
+
+def healthz_latencies(srv: Server, done: threading.Event) -> list[float]:
+    """``/healthz`` asked every 20 ms until ``done``: each answer's seconds (60 for none)."""
+    seen: list[float] = []
+
+    def probe() -> None:
+        while not done.is_set():
+            seen.append(request(srv, "/healthz", limit=60)[1])
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    seen.append(0.0)
+    return seen
+
+
+def grpc_message(checkout: Path | None, cap: float, name: str, message: bytes) -> str:
+    """One ModelInfer message, gzip-compressed on the wire: the server's CPU seconds, peak
+    and held RSS, and /healthz's slowest answer while it is read."""
+    import grpc  # the grpc extra (dev): only these cases need it
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with server(checkout, cap, env={"PE_GRPC_PORT": str(port)}) as srv:
+        done = threading.Event()
+        latencies = healthz_latencies(srv, done)
+        cpu_before = cpu_seconds(srv.pid)
+        started = time.monotonic()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            infer: Any = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+            try:
+                infer(message, timeout=80, compression=grpc.Compression.Gzip)
+                status = "OK"
+            except grpc.RpcError as error:
+                status = error.code().name
+        elapsed = time.monotonic() - started
+        cpu = cpu_seconds(srv.pid) - cpu_before
+        time.sleep(1.0)
+        done.set()
+        compressed = len(gzip.compress(message))
+        return (
+            f"{name}: {len(message) / MiB:.0f} MiB ({compressed / 1024:.0f} KiB gzipped): "
+            f"{status} in {wide(elapsed)}, {cpu:.2f} CPU s; peak {srv.peak():+.0f} MiB, held "
+            f"{srv.held():+.0f} MiB; /healthz at worst {wide(max(latencies))};{srv.note()}"
+        )
+
+
+def grpc_outputs(checkout: Path | None, cap: float) -> str:
+    """32 MiB of empty ``outputs`` entries (32 KiB gzipped): 16M messages for protobuf."""
+    model = grpc_field(1, b"sinusoidal")
+    return grpc_message(checkout, cap, "outputs", model + grpc_field(6, b"") * (16 << 20))
+
+
+def grpc_dims(checkout: Path | None, cap: float) -> str:
+    """57 MiB of one input's shape sizes (packed varints of one byte)."""
+    model = grpc_field(1, b"sinusoidal")
+    dims = grpc_field(5, grpc_field(1, b"positions") + grpc_field(3, b"\x01" * (57 * MiB)))
+    return grpc_message(checkout, cap, "dims", model + dims)
+
+
+def lying_npz(declared: int) -> bytes:
+    """A ~300-byte .npz whose directory declares its member ``declared`` bytes long."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("embeddings.npy", npy_bytes(np.zeros((2, 8), np.float32)))
+    body = bytearray(buffer.getvalue())
+    directory = body.rindex(b"PK\x01\x02")
+    struct.pack_into("<L", body, directory + 24, declared)
+    return bytes(body)
+
+
+def npz_declared(checkout: Path | None, cap: float) -> str:
+    """Four clients post, in a loop, an .npz that declares just under PE_POSTED_BYTES
+    (256 MiB); an honest client posts one-row applies meanwhile, for 10 s."""
+    body = lying_npz(256 * MiB - 4096)
+    with server(checkout, cap) as srv:
+        done = threading.Event()
+
+        def liar() -> list[str]:
+            seen = []
+            while not done.is_set():
+                seen.append(request(srv, APPLY, "POST", body, {"Content-Type": NPZ}, 30)[0])
+            return seen
+
+        honest: list[str] = []
+        with ThreadPoolExecutor(4) as pool:
+            liars = [pool.submit(liar) for _ in range(4)]
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                honest.append(one_row_apply(srv, 30)[0])
+            done.set()
+            lies = [s for future in liars for s in future.result()]
+        served = honest.count("200") / max(len(honest), 1)
+        return (
+            f"honest one-row applies served {served:.0%} of {len(honest)} "
+            f"({statuses(honest)}); the liars' {len(lies)} posts: {statuses(lies)};"
+            f"{srv.note()}"
+        )
+
+
+def v2_outputs(checkout: Path | None, cap: float) -> str:
+    """A 40 MiB /v2 JSON header of 2M ``outputs`` entries."""
+    entries = b",".join([b'{"name":"encodings"}'] * 2_000_000)
+    body = (
+        b'{"inputs":[{"name":"positions","shape":[1],"datatype":"INT64","data":[0]}],'
+        b'"parameters":{"d_model":8},"outputs":[' + entries + b"]}"
+    )
+    with server(checkout, cap) as srv:
+        cpu_before = cpu_seconds(srv.pid)
+        status, seconds, _ = request(
+            srv, "/v2/models/sinusoidal/infer", "POST", body, {"Content-Type": "application/json"}
+        )
+        cpu = cpu_seconds(srv.pid) - cpu_before
+        return (
+            f"{len(body) / MiB:.0f} MiB header: {status} in {wide(seconds)}, {cpu:.2f} CPU s; "
+            f"peak {srv.peak():+.0f} MiB, held {srv.held():+.0f} MiB;{srv.note()}"
+        )
+
+
+def key_cost(checkout: Path | None, cap: float) -> str:
+    """32 clients each ask one row of a new rounding=exact yarn key at head_dim 16,384 (its
+    frequencies in decimal arithmetic) while another asks small cold tables (a new base
+    each): the small tables' latency, against the same small tables alone."""
+    yarn = (
+        "/v1/encodings/rotary?max_len=1&head_dim=16384&rounding=exact&scaling=yarn"
+        "&factor=4&original_max_position_embeddings=4096&format=npy&base="
+    )
+
+    def small(srv: Server, count: int, first: int) -> list[float]:
+        return [
+            request(srv, f"{TABLE}?max_len=64&d_model=64&format=npy&base={first + i}")[1]
+            for i in range(count)
+        ]
+
+    with server(checkout, cap) as srv:
+        alone = small(srv, 40, 20_000)
+        with ThreadPoolExecutor(32) as pool:
+            keys = [pool.submit(request, srv, f"{yarn}{10_000 + i}") for i in range(64)]
+            beside = small(srv, 40, 30_000)
+            seen = [future.result()[0] for future in keys]
+        return (
+            f"small cold tables alone: median {statistics.median(alone) * 1e3:.1f} ms, "
+            f"max {max(alone) * 1e3:.1f} ms; beside 64 new yarn keys: median "
+            f"{statistics.median(beside) * 1e3:.1f} ms, max {max(beside) * 1e3:.1f} ms; "
+            f"keys {statuses(seen)};{srv.note()}"
+        )
+
+
 CASES: Final[dict[str, Callable[[Path | None, float], str]]] = {
     "body-reservation": body_reservation,
     "json-strings": json_strings,
@@ -668,6 +833,11 @@ CASES: Final[dict[str, Callable[[Path | None, float], str]]] = {
     "slow-readers": slow_readers,
     "labels": labels,
     "cache-listing": cache_listing,
+    "grpc-outputs": grpc_outputs,
+    "grpc-dims": grpc_dims,
+    "npz-declared": npz_declared,
+    "v2-outputs": v2_outputs,
+    "key-cost": key_cost,
 }
 
 

@@ -25,7 +25,7 @@ from service.limits import Limits
 from service.runtime import Runtime
 
 # Bump when the bytes of any table answer change for the same parameters.
-TABLE_REVISION: Final = "2"
+TABLE_REVISION: Final = "3"
 # An answer this large takes one of the large-answer permits until it has been sent.
 LARGE_ANSWER_BYTES: Final = 8 << 20
 # Smaller JSON answers are not worth compressing.

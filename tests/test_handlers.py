@@ -190,9 +190,10 @@ def test_gzipped_bytes_are_a_real_gzip_stream() -> None:
 
 def test_preparing_a_new_key_takes_the_cpu_lane_not_the_quick_one() -> None:
     """A one-row table of a new rounding=exact yarn key at the widest head computes its
-    frequencies in decimal arithmetic (tens of ms): CPU work that must not take the lane
-    small requests share. With every quick-lane thread busy, it is still answered; once
-    its key is ready, it is a small request again."""
+    frequencies first (8,192 pairs' factors; 30 ms of decimal arithmetic before they were
+    vectorized): CPU work that does not take the lane small requests share. With every
+    quick-lane thread busy, it is still answered; once its key is ready, it is a small
+    request again."""
     from service.encodings import registry as families
     from service.encodings import rotary, scalings
 

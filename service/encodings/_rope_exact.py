@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import numpy as np
+from numpy.typing import NDArray
 
 from service.encodings import _exact
 from service.encodings.scalings import Params, Scaling, yarn_range
@@ -46,8 +47,8 @@ Frequencies = tuple[_exact.Float64Array, _exact.Float64Array]
 _KEPT: Final = 16
 _FREQUENCIES: collections.OrderedDict[tuple[Any, ...], Frequencies] = collections.OrderedDict()
 _LOCK: Final = threading.Lock()
-# Decimal arithmetic of one pair's factor costs about as much as this many table numbers.
-PAIR_COST: Final = 1024
+# One pair's factor (double-double, with its base power) costs about this many table numbers.
+PAIR_COST: Final = 64
 
 
 def preparation(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> int:
@@ -82,48 +83,97 @@ def _frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params)
         effective_base(scaling, base, rotary_dim, params), rotary_dim, pairs
     )
     values = dict(params)
-    multipliers: list[decimal.Decimal]
-    if scaling in ("linear", "llama3"):
-        factor = decimal.Decimal(values["factor"])
-        if scaling == "linear":
-            return _exact.scaled(hi, lo, _CONTEXT.divide(1, factor))
-        multipliers = [
-            _llama3(h, low_part, factor, values)
-            for h, low_part in zip(hi.tolist(), lo.tolist(), strict=True)
-        ]
+    if scaling == "linear":
+        return _exact.scaled(hi, lo, _CONTEXT.divide(1, decimal.Decimal(values["factor"])))
+    if scaling == "llama3":
+        multiplier = _llama3((hi, lo), values)
     elif scaling == "yarn":
-        low, high = yarn_range(rotary_dim, base, values)
-        span = decimal.Decimal(high - low if high != low else high + 0.001 - low)
-        factor = decimal.Decimal(values["factor"])
-        multipliers = []
-        for i in range(pairs):
-            ramp = _CONTEXT.divide(i - decimal.Decimal(low), span)
-            ramp = min(max(ramp, decimal.Decimal(0)), decimal.Decimal(1))
-            multipliers.append(_CONTEXT.divide(ramp, factor) + (1 - ramp))
+        multiplier = _yarn(pairs, rotary_dim, base, values)
     elif scaling == "longrope":
-        multipliers = [_CONTEXT.divide(1, decimal.Decimal(e)) for e in values["ext_factors"]]
+        one = np.ones(pairs)
+        multiplier = _divide((one, 0 * one), (np.array(values["ext_factors"], float), 0 * one))
     else:
         return hi, lo
-    m_hi = np.array([float(m) for m in multipliers])
-    m_lo = np.array([float(m - decimal.Decimal(float(m))) for m in multipliers])
-    return _exact.dd_mul(hi, lo, m_hi, m_lo)
+    return _exact.dd_mul(hi, lo, *multiplier)
 
 
-def _llama3(
-    hi: float, lo: float, factor: decimal.Decimal, values: Mapping[str, Any]
-) -> decimal.Decimal:
-    """What llama3 multiplies one inverse frequency by: ``1/factor`` above the low-frequency
-    wavelength, 1 below the high-frequency one, a smooth blend between."""
-    inverse = decimal.Decimal(hi) + decimal.Decimal(lo)
-    original = decimal.Decimal(values["original_max_position_embeddings"])
+# Each pair's factor in double-double arithmetic (about 2^-104 relative, past what the
+# frequencies carry), a few numpy operations for all pairs: decimal arithmetic pair by pair
+# cost 30 ms of the GIL at head_dim 16,384 for every new key.
+Pair = tuple[_exact.Float64Array, _exact.Float64Array]
+
+
+def _two_sum(a: _exact.Float64Array, b: _exact.Float64Array) -> Pair:
+    """``a + b`` exactly, as a sum and its rounding error (Knuth)."""
+    total = a + b
+    part = total - a
+    return total, (a - (total - part)) + (b - part)
+
+
+def _add(a: Pair, b: Pair) -> Pair:
+    total, error = _two_sum(a[0], b[0])
+    error = error + (a[1] + b[1])
+    hi = total + error
+    return hi, error - (hi - total)
+
+
+def _negative(a: Pair) -> Pair:
+    return -a[0], -a[1]
+
+
+def _divide(a: Pair, b: Pair) -> Pair:
+    """``a / b``: a quotient, and its correction from the exact remainder."""
+    first = a[0] / b[0]
+    remainder = _add(a, _negative(_exact.dd_mul(b[0], b[1], first, 0 * first)))
+    second = remainder[0] / b[0]
+    hi = first + second
+    return hi, second - (hi - first)
+
+
+def _constant(value: float | decimal.Decimal, like: _exact.Float64Array) -> Pair:
+    hi = float(value)
+    lo = float(decimal.Decimal(value) - decimal.Decimal(hi))
+    return np.full_like(like, hi), np.full_like(like, lo)
+
+
+def _yarn(pairs: int, rotary_dim: int, base: float, values: Mapping[str, Any]) -> Pair:
+    """``ramp / factor + (1 - ramp)``, ``ramp`` running from 0 to 1 between the pairs
+    :func:`yarn_range` gives (transformers' ``linear_ramp_factor``, exactly)."""
+    low, high = yarn_range(rotary_dim, base, values)
+    index = np.arange(pairs, dtype=np.float64)
+    span = high - low if high != low else high + 0.001 - low  # as transformers, in float64
+    ramp = _divide(_two_sum(index, np.full_like(index, -low)), _constant(span, index))
+    below, above = ramp[0] < 0, (ramp[0] > 1) | ((ramp[0] == 1) & (ramp[1] > 0))
+    ramp = np.where(below, 0.0, np.where(above, 1.0, ramp[0])), np.where(below | above, 0, ramp[1])
+    one = _constant(1, index)
+    return _add(_divide(ramp, _constant(values["factor"], index)), _add(one, _negative(ramp)))
+
+
+def _llama3(inverse: Pair, values: Mapping[str, Any]) -> Pair:
+    """What llama3 multiplies each inverse frequency by: ``1/factor`` above the
+    low-frequency wavelength, 1 below the high-frequency one, a smooth blend between."""
+    like = inverse[0]
+    original = _constant(values["original_max_position_embeddings"], like)
     low, high = (
-        decimal.Decimal(values["low_freq_factor"]),
-        decimal.Decimal(values["high_freq_factor"]),
+        _constant(values["low_freq_factor"], like),
+        _constant(values["high_freq_factor"], like),
     )
-    wavelength = _CONTEXT.divide(2 * _PI, inverse)
-    if wavelength > original / low:
-        return _CONTEXT.divide(1, factor)
-    if wavelength < original / high:
-        return decimal.Decimal(1)
-    smooth = _CONTEXT.divide(_CONTEXT.divide(original, wavelength) - low, high - low)
-    return _CONTEXT.divide(1 - smooth, factor) + smooth
+    wavelength = _divide(_constant(2 * _PI, like), inverse)
+    longest, shortest = _divide(original, low), _divide(original, high)
+    longer = _greater(wavelength, longest)
+    shorter = _greater(shortest, wavelength)
+    smooth = _divide(
+        _add(_divide(original, wavelength), _negative(low)), _add(high, _negative(low))
+    )
+    factor = _constant(values["factor"], like)
+    blend = _add(_divide(_add(_constant(1, like), _negative(smooth)), factor), smooth)
+    reciprocal = _divide(_constant(1, like), factor)
+    return (
+        np.where(longer, reciprocal[0], np.where(shorter, 1.0, blend[0])),
+        np.where(longer, reciprocal[1], np.where(shorter, 0.0, blend[1])),
+    )
+
+
+def _greater(a: Pair, b: Pair) -> NDArray[np.bool_]:
+    greater: NDArray[np.bool_] = (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] > b[1]))
+    return greater
