@@ -34,10 +34,10 @@ _REQUEST_FIELDS: Final = {"id", "parameters", "inputs", "outputs"}
 # Refused before any is read: more inputs than a model takes, or outputs than it gives.
 MAX_INPUTS: Final = 8
 MAX_OUTPUTS: Final = 8
-# Parsed objects are a header's costly part (2M outputs entries, 40 MiB, took 2 s of CPU
-# and 600 MiB) and a request has few, 2 + 2 × (MAX_INPUTS + MAX_OUTPUTS): b'{' is counted
-# before parsing. Braces in strings count too, as only a pathological id or name has them.
+# Objects and strings cost most to parse (2M outputs entries, 40 MiB: 2 s and 600 MiB), and
+# a request has a few a tensor: b'{' and b'"' are counted first (inside strings too).
 MAX_OBJECTS: Final = 4096
+MAX_QUOTES: Final = 16384
 MAX_ID_BYTES: Final = 1024  # the answer echoes the id
 _TENSOR_FIELDS: Final = {"name", "shape", "datatype", "parameters", "data"}
 
@@ -84,12 +84,12 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     view = memoryview(body)
     head = view if length is None else view[:length]
     numbers.check("the JSON header's numbers", body.count(b",", 0, len(head)) + 1)
-    objects = body.count(b"{", 0, len(head))
-    if objects > MAX_OBJECTS:
-        raise MalformedBody(
-            f"the inference header has {objects:,} '{{' (JSON objects, and braces inside "
-            f"strings); at most {MAX_OBJECTS:,} are read, a request has a few per tensor"
-        )
+    for mark, most in ((b"{", MAX_OBJECTS), (b'"', MAX_QUOTES)):
+        if (objects := body.count(mark, 0, len(head))) > most:
+            raise MalformedBody(
+                f"the inference header has {objects:,} {mark.decode()!r} (JSON objects or "
+                f"strings, and inside strings); at most {most:,}: a request has a few a tensor"
+            )
     # and its lists and objects: a nested empty list costs 2 bytes and some 60 parsed
     numbers.check("the JSON header's lists and objects", body.count(b"[", 0, len(head)) + objects)
     try:

@@ -4,6 +4,7 @@ status the protocol gives it; in process and against a real server."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -331,6 +332,10 @@ def test_the_header_s_objects_are_bounded_before_parsing(api: httpx.Client) -> N
     # braces in a string count too, and the refusal says so
     braces = asking(id="{" * wire.MAX_OBJECTS)
     assert_error(api.post(INFER, content=braces), 400, "'{'", "inside strings")
+    # strings too: 2M parameter names cost 0.7 s and 92 MiB, 2M output names 176 MiB
+    names = {"d_model": 4, **{f"p{i}": 0 for i in range(wire.MAX_QUOTES // 2)}}
+    strings = json.dumps({"inputs": [positions([1])], "parameters": names}).encode()
+    assert_error(api.post(INFER, content=strings), 400, "16,384", "'\"'")
     # and those of a binary request's header only, not its tensors' bytes
     spec = {"name": "positions", "shape": [8_000], "datatype": "INT64"}
     ids = np.full(8_000, ord("{"), np.int64)
