@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -86,7 +87,15 @@ def checked_settings() -> Settings:
 
 
 def refuse(error: SettingsError) -> NoReturn:
-    sys.stderr.write(" ".join(str(error).split()) + "\n")
+    """One line on standard error, and exit status 2: a JSON object where PE_LOG_FORMAT
+    says json (as every other line there is), even when another setting is refused."""
+    line = " ".join(str(error).split())
+    if os.environ.get("PE_LOG_FORMAT", "").strip().lower() == "json":
+        from service.telemetry import JsonFormatter
+
+        record = logging.LogRecord("service", logging.CRITICAL, __file__, 0, line, None, None)
+        line = JsonFormatter().format(record)
+    sys.stderr.write(line + "\n")
     raise SystemExit(EXIT_SETTINGS) from None
 
 

@@ -3,6 +3,7 @@ standard error naming the ``PE_`` variable and what it takes, exit status 2, no 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -126,3 +127,12 @@ def test_openapi_is_refused_with_the_same_line() -> None:
         check=False,
     )
     assert_one_line(done, "PE_LOG_LEVEL='loud'")
+
+
+def test_with_json_logs_the_refusal_is_a_json_line() -> None:
+    """PE_LOG_FORMAT=json: every line the service writes is one JSON object, the line
+    that refuses a setting too."""
+    line = assert_one_line(start({"PE_LOG_FORMAT": "json", "PE_WORKRES": "2"}), "PE_WORKRES")
+    entry = json.loads(line)
+    assert entry["level"] == "critical"
+    assert "PE_WORKERS" in entry["message"]  # the nearest setting
