@@ -748,8 +748,9 @@ def lying_npz(declared: int) -> bytes:
 
 def npz_declared(checkout: Path | None, cap: float) -> str:
     """Four clients post, in a loop, an .npz that declares just under PE_POSTED_BYTES
-    (256 MiB); an honest client posts one-row applies meanwhile, for 10 s."""
-    body = lying_npz(256 * MiB - 4096)
+    (256 MiB, less 512 KiB); an honest client posts 1 MiB applies meanwhile, for 10 s."""
+    body = lying_npz(256 * MiB - 512 * 1024)
+    honest_body = npy_bytes(np.ones((256, 1024), np.float32))
     with server(checkout, cap) as srv:
         done = threading.Event()
 
@@ -764,12 +765,13 @@ def npz_declared(checkout: Path | None, cap: float) -> str:
             liars = [pool.submit(liar) for _ in range(4)]
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
-                honest.append(one_row_apply(srv, 30)[0])
+                sent = request(srv, APPLY, "POST", honest_body, {"Content-Type": NPY}, 30)
+                honest.append(sent[0])
             done.set()
             lies = [s for future in liars for s in future.result()]
         served = honest.count("200") / max(len(honest), 1)
         return (
-            f"honest one-row applies served {served:.0%} of {len(honest)} "
+            f"honest 1 MiB applies served {served:.0%} of {len(honest)} "
             f"({statuses(honest)}); the liars' {len(lies)} posts: {statuses(lies)};"
             f"{srv.note()}"
         )

@@ -1,11 +1,11 @@
 """``.npy`` files (NumPy's format): written with ``numpy.lib.format``'s own header writer,
 read without ever unpickling. A posted header is a Python literal of at most 10,000 bytes
-(``ast.literal_eval``, as numpy reads it), its nesting bounded before it is parsed, and
+(read as numpy reads it with ``ast.literal_eval``, by :mod:`._literal`), its nesting bounded
+before it is parsed, and
 every field checked here: only what numpy itself writes is read."""
 
 from __future__ import annotations
 
-import ast
 import io
 import itertools
 import math
@@ -16,6 +16,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 from numpy.typing import NDArray
 
+from service.codecs import _literal
 from service.codecs.types import (
     MAX_DIMS,
     MEDIA_TYPES,
@@ -119,13 +120,13 @@ def _header(view: memoryview) -> tuple[object, int]:
     text = view[start : start + length].tobytes().decode("latin-1").rstrip()
     if "\\" in text:
         raise _Unreadable("its header holds an escape, which numpy never writes")
-    # literal_eval recurses once a bracket: bound the nesting before it sees the text
+    # the parser recurses once a bracket: bound the nesting before it sees the text
     depth = max(itertools.accumulate((c in "([{") - (c in ")]}") for c in text), default=0)
     if depth > _NESTING:
         raise _Unreadable("its header is nested too deeply")
     try:
-        return ast.literal_eval(text), start + length
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _literal.parse(text), start + length
+    except _literal.NotALiteral:
         raise _Unreadable("its header is not a Python literal as numpy writes it") from None
 
 
