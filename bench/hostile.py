@@ -47,7 +47,16 @@ from typing import Any, Final
 import httpx
 import numpy as np
 
-from tests.support import APPLY, NPY, NPZ, SIMILARITY, TABLE, npy_bytes, serving
+from tests.support import (
+    APPLY,
+    NPY,
+    NPZ,
+    SIMILARITY,
+    TABLE,
+    npy_bytes,
+    protobuf_field,
+    serving,
+)
 
 MiB: Final = 1 << 20
 SMALL_RCVBUF: Final = 16 << 10
@@ -665,16 +674,6 @@ def cache_listing(checkout: Path | None, cap: float) -> str:
 # --- round 3: the Open Inference Protocol over gRPC, .npz directories, /v2 outputs, keys ---
 
 
-def grpc_field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    size, length = len(payload), bytearray()
-    while size >= 0x80:
-        length.append(size & 0x7F | 0x80)
-        size >>= 7
-    length.append(size)
-    return bytes([number << 3 | 2]) + bytes(length) + payload
-
-
 def healthz_latencies(srv: Server, done: threading.Event) -> list[float]:
     """``/healthz`` asked every 20 ms until ``done``: each answer's seconds (60 for none)."""
     seen: list[float] = []
@@ -724,14 +723,16 @@ def grpc_message(checkout: Path | None, cap: float, name: str, message: bytes) -
 
 def grpc_outputs(checkout: Path | None, cap: float) -> str:
     """32 MiB of empty ``outputs`` entries (32 KiB gzipped): 16M messages for protobuf."""
-    model = grpc_field(1, b"sinusoidal")
-    return grpc_message(checkout, cap, "outputs", model + grpc_field(6, b"") * (16 << 20))
+    model = protobuf_field(1, b"sinusoidal")
+    return grpc_message(checkout, cap, "outputs", model + protobuf_field(6, b"") * (16 << 20))
 
 
 def grpc_dims(checkout: Path | None, cap: float) -> str:
     """57 MiB of one input's shape sizes (packed varints of one byte)."""
-    model = grpc_field(1, b"sinusoidal")
-    dims = grpc_field(5, grpc_field(1, b"positions") + grpc_field(3, b"\x01" * (57 * MiB)))
+    model = protobuf_field(1, b"sinusoidal")
+    dims = protobuf_field(
+        5, protobuf_field(1, b"positions") + protobuf_field(3, b"\x01" * (57 * MiB))
+    )
     return grpc_message(checkout, cap, "dims", model + dims)
 
 

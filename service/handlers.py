@@ -82,8 +82,8 @@ async def rows(runtime: Runtime, key: Key, start: int, stop: int) -> Parts:
     computed in a worker thread."""
     parts = runtime.cache.peek(key, start, stop)
     if parts is None:
-        # a new key's preparation is CPU work like its rows: a one-row table of a key whose
-        # frequencies cost 30 ms takes the CPU lane, not the quick one small requests share
+        # a new key's preparation is CPU work like its rows: a one-row table of the widest
+        # new rotary key takes the CPU lane, not the quick one small requests share
         elements = (stop - start) * key.width + registry.preparation(key)
         parts = await runtime.compute(elements, runtime.cache.rows, key, start, stop)
     return parts
@@ -278,7 +278,8 @@ def _rows_for(
         raise InvalidParameter("max_len", f"position {last} is not below max_len ({max_len})")
     # the largest position the rows touch, whatever shifts it (a preset's start_index)
     shift = registry.shift(key)
-    limits.last_position(last + shift, limits.last_row(shift, "the last row asked for"))
+    what = "the largest position asked for" + (" (start_index + its row)" if shift else "")
+    limits.last_position(last + shift, what)
     span = last - first + 1
     if positions is None:
         limits.rows(span, key.width, "rows × width")

@@ -45,10 +45,10 @@ class Reservation:
         self.budget = budget
         self.held = 0
 
-    def take(self, size: int, what: str = "the request body") -> None:
+    def take(self, size: int) -> None:
         if self.held + size > self.budget.limit:
             raise BodyTooLarge(
-                f"{what} with what it holds decoded",
+                "the bytes this request holds (its body, and an .npz's members decompressed)",
                 self.held + size,
                 self.budget.limit,
                 "PE_POSTED_BYTES",
@@ -114,12 +114,8 @@ class Limits:
         position ``shift``."""
         self.row_width(width, width_name)
         self.rows(rows, width, f"rows × {width_name}")
-        self.last_position(max_len - 1 + shift, self.last_row(shift, "max_len - 1"))
-
-    @staticmethod
-    def last_row(shift: int, what: str) -> str:
-        """What the largest position is, as a refusal says it."""
-        return f"the table's last position ({'start_index + ' if shift else ''}{what})"
+        shifted = "start_index + " if shift else ""
+        self.last_position(max_len - 1 + shift, f"the table's last position ({shifted}max_len - 1)")
 
     def last_position(self, position: int, what: str = "the largest position") -> None:
         """Positions go up to ``PE_MAX_POSITION``."""

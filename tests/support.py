@@ -240,3 +240,13 @@ def in_process(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.Client
         ) as http,
     ):
         yield http
+
+
+def protobuf_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field, as the wire writes it (field numbers under 16)."""
+    size, length = len(payload), bytearray()
+    while size >= 0x80:
+        length.append(size & 0x7F | 0x80)
+        size >>= 7
+    length.append(size)
+    return bytes([number << 3 | 2]) + bytes(length) + payload

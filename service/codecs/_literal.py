@@ -5,7 +5,9 @@ Hand-written because CPython 3.11 keeps the AST constructor's recursion depth pe
 interpreter, not per thread: headers parsed at once in worker threads failed now and then
 with "SystemError: AST constructor recursion depth mismatch" (a 500; python/cpython#106905),
 and a lock around ``literal_eval`` makes the threads that decode bodies queue behind each
-other's switch intervals. The caller bounds the nesting and the length first.
+other's switch intervals. It reads less than ``literal_eval`` (no sets, bytes, complex or
+hexadecimal numbers, no implicit concatenation), never more, and at most ``depth`` levels of
+brackets; the caller bounds the text's length.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ Literal = (
 )
 
 _TOKEN: Final = re.compile(
-    r"""\s*(?:
+    r"""[ \t\n\r\f\v]*(?:
     (?P<text>'[^'\\\n]*'|"[^"\\\n]*")
-    |(?P<number>[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
+    |(?P<number>[+-]?(?:\d+\.\d*|\.\d+|0|[1-9]\d*)(?:[eE][+-]?\d+)?)(?![\w.])
     |(?P<name>True|False|None)(?![\w])
     |(?P<mark>[{}()\[\]:,])
     )""",
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,
 )
 _NAMES: Final[dict[str, Literal]] = {"True": True, "False": False, "None": None}
 _CLOSING: Final = {"(": ")", "[": "]", "{": "}"}
@@ -41,10 +43,11 @@ class NotALiteral(ValueError):
     """The text is not one of the literals above."""
 
 
-def parse(text: str) -> Literal:
-    """The literal ``text`` holds (surrounding white space allowed)."""
+def parse(text: str, depth: int) -> Literal:
+    """The literal ``text`` holds (surrounding white space allowed), nested at most
+    ``depth`` brackets deep."""
     tokens = _tokens(text)
-    value, at = _value(tokens, 0)
+    value, at = _value(tokens, 0, depth)
     if at != len(tokens):
         raise NotALiteral("text after the literal")
     return value
@@ -52,7 +55,7 @@ def parse(text: str) -> Literal:
 
 def _tokens(text: str) -> list[tuple[str, str]]:
     found, at = [], 0
-    stripped = text.rstrip()
+    stripped = text.rstrip(" \t\n\r\f\v")
     while at < len(stripped):
         match = _TOKEN.match(stripped, at)
         if match is None or match.end() == at:
@@ -64,7 +67,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def _value(tokens: list[tuple[str, str]], at: int) -> tuple[Literal, int]:
+def _value(tokens: list[tuple[str, str]], at: int, depth: int) -> tuple[Literal, int]:
     if at >= len(tokens):
         raise NotALiteral("the text ends early")
     kind, token = tokens[at]
@@ -79,10 +82,14 @@ def _value(tokens: list[tuple[str, str]], at: int) -> tuple[Literal, int]:
         return _NAMES[token], at + 1
     if token not in _CLOSING:
         raise NotALiteral(f"unexpected {token!r}")
-    return _container(tokens, at + 1, token)
+    if depth < 1:
+        raise NotALiteral("nested too deeply")
+    return _container(tokens, at + 1, token, depth - 1)
 
 
-def _container(tokens: list[tuple[str, str]], at: int, opening: str) -> tuple[Literal, int]:
+def _container(
+    tokens: list[tuple[str, str]], at: int, opening: str, depth: int
+) -> tuple[Literal, int]:
     """A dict, tuple or list whose opening mark is just before ``at``."""
     closing = _CLOSING[opening]
     items: list[Literal] = []
@@ -94,11 +101,11 @@ def _container(tokens: list[tuple[str, str]], at: int, opening: str) -> tuple[Li
         if tokens[at] == ("mark", closing):
             at += 1
             break
-        item, at = _value(tokens, at)
+        item, at = _value(tokens, at, depth)
         if opening == "{":
             if tokens[at : at + 1] != [("mark", ":")]:
                 raise NotALiteral("a dict's key without its value")
-            value, at = _value(tokens, at + 1)
+            value, at = _value(tokens, at + 1, depth)
             try:
                 pairs[item] = value
             except TypeError:  # an unhashable key, as literal_eval refuses it

@@ -7,7 +7,6 @@ every field checked here: only what numpy itself writes is read."""
 from __future__ import annotations
 
 import io
-import itertools
 import math
 import re
 from typing import Any, Final
@@ -120,13 +119,9 @@ def _header(view: memoryview) -> tuple[object, int]:
     text = view[start : start + length].tobytes().decode("latin-1").rstrip()
     if "\\" in text:
         raise _Unreadable("its header holds an escape, which numpy never writes")
-    # the parser recurses once a bracket: bound the nesting before it sees the text
-    depth = max(itertools.accumulate((c in "([{") - (c in ")]}") for c in text), default=0)
-    if depth > _NESTING:
-        raise _Unreadable("its header is nested too deeply")
     try:
-        return _literal.parse(text), start + length
-    except _literal.NotALiteral:
+        return _literal.parse(text, _NESTING), start + length
+    except (_literal.NotALiteral, RecursionError):
         raise _Unreadable("its header is not a Python literal as numpy writes it") from None
 
 

@@ -61,7 +61,8 @@ def dd_mul(
     return hi, e - (hi - p)
 
 
-def _decimal_pair(value: decimal.Decimal) -> tuple[float, float]:
+def decimal_pair(value: decimal.Decimal) -> tuple[float, float]:
+    """``value`` as a double-double: its float and the float of what is left."""
     hi = float(value)
     return hi, float(value - decimal.Decimal(hi))
 
@@ -111,7 +112,7 @@ def scaled(
     hi: Float64Array, lo: Float64Array, factor: decimal.Decimal
 ) -> tuple[Float64Array, Float64Array]:
     """The double-double ``hi + lo`` times ``factor`` (given to 40 digits)."""
-    f_hi, f_lo = _decimal_pair(factor)
+    f_hi, f_lo = decimal_pair(factor)
     return dd_mul(hi, lo, f_hi, f_lo)
 
 
@@ -126,7 +127,7 @@ def _squarings(
         context.ln(decimal.Decimal(base)), context.ln(decimal.Decimal(divisor))
     )
     return tuple(
-        _decimal_pair(
+        decimal_pair(
             context.exp(
                 context.multiply(
                     context.divide(decimal.Decimal(-(2 << k)), decimal.Decimal(denominator)),

@@ -131,8 +131,7 @@ def _divide(a: Pair, b: Pair) -> Pair:
 
 
 def _constant(value: float | decimal.Decimal, like: _exact.Float64Array) -> Pair:
-    hi = float(value)
-    lo = float(decimal.Decimal(value) - decimal.Decimal(hi))
+    hi, lo = _exact.decimal_pair(decimal.Decimal(value))
     return np.full_like(like, hi), np.full_like(like, lo)
 
 
@@ -158,7 +157,7 @@ def _llama3(inverse: Pair, values: Mapping[str, Any]) -> Pair:
         _constant(values["low_freq_factor"], like),
         _constant(values["high_freq_factor"], like),
     )
-    wavelength = _divide(_constant(2 * _PI, like), inverse)
+    wavelength = _divide(_constant(_CONTEXT.multiply(2, _PI), like), inverse)
     longest, shortest = _divide(original, low), _divide(original, high)
     longer = _greater(wavelength, longest)
     shorter = _greater(shortest, wavelength)

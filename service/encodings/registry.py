@@ -73,8 +73,8 @@ class Family(Generic[K]):
     take: Callable[[K, NDArray[np.int64]], Rows]
     bound: Callable[[K], Bound] = field(default=lambda key: Bound(math.inf, ()))
     shift: Callable[[K], int] = field(default=lambda key: 0)
-    # what preparing the key costs before its first row (its frequencies, computed in
-    # decimal arithmetic), in table numbers; 0 once done: it chooses the lane
+    # what preparing the key costs before its first row (its frequencies), in table
+    # numbers; 0 once done: it counts in the work that chooses the lane
     preparation: Callable[[K], int] = field(default=lambda key: 0)
 
 

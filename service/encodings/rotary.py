@@ -242,8 +242,9 @@ def split(key: RotaryKey, parts: Sequence[Rows]) -> dict[str, list[Rows]]:
 def bound(key: RotaryKey) -> Bound:
     """Cosines and sines times the attention factor; the scaling's parameters share the
     blame for entries past it."""
-    named = tuple(name for name, _ in key.params) or ("base",)
-    return Bound(abs(key.attention), ("scaling", *named))
+    # the names a client gives (not the derived ones: ext_factors, seq_len)
+    named = tuple(name for name, _ in key.params if name in scalings.PARAMETERS[key.scaling])
+    return Bound(abs(key.attention), ("scaling", *(named or ("base",))))
 
 
 def preparation(key: RotaryKey) -> int:

@@ -117,7 +117,7 @@ class Servicer:
         # gRPC has read the whole message: it counts with the posted bodies, until its
         # answer is computed, as a REST body does
         with reserving(runtime.posted) as reservation:
-            reservation.take(len(message), "the message")
+            reservation.take(len(message))
             elements = len(message) // 4  # about four bytes a number
             limit = runtime.limits.json_elements
             served, parsed = await runtime.compute(elements, _parse, message, limit)

@@ -10,15 +10,15 @@ the message holds; a length-delimited field is skipped by its length, not read. 
 counted:
 
 - the fields of every message (a field given twice counts twice; unknown ones count too):
-  at most :data:`MAX_FIELDS` each;
+  at most :data:`MAX_FIELDS` each, :data:`MAX_STEPS` in all, an input's ``contents`` given at
+  most :data:`MAX_CONTENTS` times;
 - ``inputs`` and ``raw_input_contents`` at most ``wire.MAX_INPUTS``, ``outputs`` at most
   ``wire.MAX_OUTPUTS``, ``parameters`` at most :data:`MAX_PARAMETERS` per map;
 - an input's shape at most ``MAX_DIMS`` sizes (packed or not); the echoed ``id`` at most
   ``wire.MAX_ID_BYTES``;
-- the typed contents' numbers, all inputs together, at most ``numbers``: a number takes at
-  least one byte, so contents within that many bytes are not counted one by one. Packed
-  numbers (as every proto3 encoder writes them) are counted from their bytes; unpacked
-  ones are fields, at most :data:`MAX_FIELDS` a contents message like any other.
+- the typed contents' numbers, all inputs together, at most ``numbers``: packed numbers (as
+  every proto3 encoder writes them) counted from their bytes, unpacked ones as fields (at
+  most :data:`MAX_FIELDS` a contents message like any other).
 
 The tensors' bytes (``raw_input_contents``) are left out of what protobuf decodes: they are
 returned as views of the message, so no copy of them is made.
@@ -42,6 +42,10 @@ from service.inference import wire
 # Fields a message level may hold: a request names a few inputs and outputs, each with a
 # few parameters; a thousand is far past any real one, and walking them costs ~1 ms.
 MAX_FIELDS: Final = 1024
+# Fields walked in all the message's levels together: the walk costs ~8 ms at most.
+MAX_STEPS: Final = 8192
+# Times an input's contents may be given (protobuf merges them; encoders write one).
+MAX_CONTENTS: Final = 4
 # Entries of one parameters map (of the request, of an input, of an output).
 MAX_PARAMETERS: Final = 64
 # wire types
@@ -69,6 +73,7 @@ def scan(message: bytes, numbers: Limit) -> Scanned:
     encoding is broken), :class:`InvalidInput` (a count is over its bound) or
     :class:`LimitExceeded` (the contents' numbers are over ``numbers``)."""
     view = memoryview(message)
+    steps = [MAX_STEPS]
     counts = {_PARAMETERS: 0, _INPUTS: 0, _OUTPUTS: 0, _RAW: 0}
     bounds = {
         _PARAMETERS: ("parameters", MAX_PARAMETERS),
@@ -78,9 +83,9 @@ def scan(message: bytes, numbers: Limit) -> Scanned:
     }
     kept: list[memoryview] = []
     raw: list[memoryview] = []
-    contents: list[tuple[int, int]] = []
+    contents: list[tuple[str, int, int]] = []
     at = 0
-    for number, kind, start, end, key in _fields(view, 0, len(view), "the request"):
+    for number, kind, start, end, key in _fields(view, 0, len(view), "the request", steps):
         if number in counts and kind == _BYTES:
             counts[number] += 1
             name, bound = bounds[number]
@@ -91,22 +96,27 @@ def scan(message: bytes, numbers: Limit) -> Scanned:
             raw.append(view[start:end])
             at = end
         elif number == _INPUTS and kind == _BYTES:
-            contents += _input(view, start, end, counts[_INPUTS] - 1)
+            contents += _input(view, start, end, counts[_INPUTS] - 1, steps)
         elif number == _OUTPUTS and kind == _BYTES:
-            _parameters_of(view, start, end, _OUTPUT_PARAMETERS, f"outputs[{counts[_OUTPUTS] - 1}]")
-        elif number == _ID and kind == _BYTES and end - start > wire.MAX_ID_BYTES:
-            raise InvalidInput("id", f"is {end - start:,} bytes; at most {wire.MAX_ID_BYTES:,}")
-    _check_numbers(view, contents, numbers)
+            where = f"outputs[{counts[_OUTPUTS] - 1}]"
+            _parameters_of(view, start, end, _OUTPUT_PARAMETERS, where, steps)
+        elif number == _ID and kind == _BYTES:
+            wire.check_id(end - start)
+    _check_numbers(view, contents, numbers, steps)
+    if not raw:
+        return Scanned(message, raw)  # nothing taken out: no copy
     kept.append(view[at:])
     return Scanned(b"".join(kept), raw)
 
 
-def _input(view: memoryview, start: int, end: int, index: int) -> list[tuple[int, int]]:
+def _input(
+    view: memoryview, start: int, end: int, index: int, steps: list[int]
+) -> list[tuple[str, int, int]]:
     """Check an ``InferInputTensor``; where its typed contents are."""
     where = f"inputs[{index}]"
     dims = parameters = 0
     contents = []
-    for number, kind, a, b, _ in _fields(view, start, end, where):
+    for number, kind, a, b, _ in _fields(view, start, end, where, steps):
         if number == _SHAPE:
             dims += 1 if kind != _BYTES else _varints(view, a, b, MAX_DIMS - dims)
             if dims > MAX_DIMS:
@@ -115,14 +125,18 @@ def _input(view: memoryview, start: int, end: int, index: int) -> list[tuple[int
             parameters += 1
             _bound_parameters(parameters, f"{where}.parameters")
         elif number == _CONTENTS and kind == _BYTES:
-            contents.append((a, b))
+            contents.append((f"{where}.contents", a, b))
+            if len(contents) > MAX_CONTENTS:
+                raise InvalidInput(f"{where}.contents", f"is given more than {MAX_CONTENTS} times")
     return contents
 
 
-def _parameters_of(view: memoryview, start: int, end: int, field: int, where: str) -> None:
+def _parameters_of(
+    view: memoryview, start: int, end: int, field: int, where: str, steps: list[int]
+) -> None:
     """Check a message's count of ``field`` (a parameters map)."""
     parameters = 0
-    for number, kind, _, _, _ in _fields(view, start, end, where):
+    for number, kind, _, _, _ in _fields(view, start, end, where, steps):
         if number == field and kind == _BYTES:
             parameters += 1
             _bound_parameters(parameters, f"{where}.parameters")
@@ -133,23 +147,21 @@ def _bound_parameters(count: int, where: str) -> None:
         raise InvalidInput(where, f"has more than {MAX_PARAMETERS} entries")
 
 
-def _check_numbers(view: memoryview, contents: list[tuple[int, int]], numbers: Limit) -> None:
-    """The typed contents' numbers, all inputs together, within ``numbers``: counted one
-    by one only when their bytes could hold more (a number takes at least one byte)."""
-    if sum(b - a for a, b in contents) <= numbers.value:
-        return
+def _check_numbers(
+    view: memoryview, contents: list[tuple[str, int, int]], numbers: Limit, steps: list[int]
+) -> None:
+    """The typed contents' numbers, all inputs together, within ``numbers`` (a field counts
+    one at least: an empty packed one too)."""
     total = 0
-    for start, end in contents:
-        for number, kind, a, b, _ in _fields(view, start, end, "contents"):
-            if kind != _BYTES:
-                total += 1  # one number, not packed
-            elif number in _FIXED_CONTENTS:
-                total += (b - a) // _FIXED_CONTENTS[number]
-            elif number == 8:  # bytes_contents: one entry
+    for where, start, end in contents:
+        for number, kind, a, b, _ in _fields(view, start, end, where, steps):
+            if kind != _BYTES or number == 8:  # one number, not packed; a bytes entry
                 total += 1
+            elif number in _FIXED_CONTENTS:
+                total += max(1, (b - a) // _FIXED_CONTENTS[number])
             else:
-                total += _varints(view, a, b, numbers.value - total)
-            numbers.check("the typed contents' numbers", total)
+                total += max(1, _varints(view, a, b, numbers.value - total))
+            numbers.check("the typed contents' numbers (at least)", total)
 
 
 def _varints(view: memoryview, start: int, end: int, most: int) -> int:
@@ -161,18 +173,22 @@ def _varints(view: memoryview, start: int, end: int, most: int) -> int:
 
 
 def _fields(
-    view: memoryview, start: int, end: int, where: str, most: int = MAX_FIELDS
+    view: memoryview, start: int, end: int, where: str, steps: list[int]
 ) -> Iterator[tuple[int, int, int, int, int]]:
     """``(number, wire type, start, end, key)`` of each field of the message in
     ``view[start:end]`` (``start``, ``end``: its value's bytes, without the length of a
-    length-delimited one; ``key``: where the field begins), at most ``most`` of them."""
+    length-delimited one; ``key``: where the field begins): at most :data:`MAX_FIELDS` of
+    them, each taken from ``steps``, the fields left to the whole walk."""
     count = 0
     at = start
     while at < end:
         field_start = at
         count += 1
-        if count > most:
-            raise InvalidInput(where, f"has more than {most:,} fields")
+        steps[0] -= 1
+        if count > MAX_FIELDS:
+            raise InvalidInput(where, f"has more than {MAX_FIELDS:,} fields")
+        if steps[0] < 0:
+            raise InvalidInput("the request", f"has more than {MAX_STEPS:,} fields in all")
         key, at = _varint(view, at, end)
         number, kind = key >> 3, key & 7
         if number == 0:

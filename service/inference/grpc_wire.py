@@ -57,8 +57,7 @@ def request(message: Any, raw: list[memoryview], numbers: Limit) -> wire.Request
         "the typed contents' numbers",
         sum(len(values) for spec in message.inputs for _, values in spec.contents.ListFields()),
     )
-    if message.id:
-        wire.check_id(message.id)
+    wire.check_id(len(message.id.encode("utf-8", "surrogatepass")))
     if raw and len(raw) != len(message.inputs):
         raise MalformedBody(
             f"raw_input_contents has {len(raw):,} entries; the request has "

@@ -84,10 +84,11 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     view = memoryview(body)
     head = view if length is None else view[:length]
     numbers.check("the JSON header's numbers", body.count(b",", 0, len(head)) + 1)
-    for mark, most in ((b"{", MAX_OBJECTS), (b'"', MAX_QUOTES)):
-        if (objects := body.count(mark, 0, len(head))) > most:
+    objects, quotes = body.count(b"{", 0, len(head)), body.count(b'"', 0, len(head))
+    for mark, count, most in ((b"{", objects, MAX_OBJECTS), (b'"', quotes, MAX_QUOTES)):
+        if count > most:
             raise MalformedBody(
-                f"the inference header has {objects:,} {mark.decode()!r} (JSON objects or "
+                f"the inference header has {count:,} {mark.decode()!r} (JSON objects or "
                 f"strings, and inside strings); at most {most:,}: a request has a few a tensor"
             )
     # and its lists and objects: a nested empty list costs 2 bytes and some 60 parsed
@@ -102,7 +103,7 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     request_id = document.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise InvalidInput("id", "must be a string")
-    check_id(request_id or "")
+    check_id(len((request_id or "").encode("utf-8", "surrogatepass")))
     parameters = _object(document.get("parameters"), "parameters")
     binary_default = parameters.pop(BINARY_OUTPUT, False)
     if not isinstance(binary_default, bool):
@@ -183,9 +184,8 @@ def check_outputs(count: int) -> None:
         raise InvalidInput("outputs", f"has {count:,} entries; a model gives at most {MAX_OUTPUTS}")
 
 
-def check_id(value: str) -> None:
+def check_id(size: int) -> None:
     """A request id of at most :data:`MAX_ID_BYTES` UTF-8 bytes, as the answer echoes it."""
-    size = len(value.encode("utf-8", "surrogatepass"))
     if size > MAX_ID_BYTES:
         raise InvalidInput("id", f"is {size:,} UTF-8 bytes long; an id is at most {MAX_ID_BYTES:,}")
 

@@ -3,23 +3,21 @@
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from typing import Annotated, Any, Final
 
-import orjson
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service import handlers
-from service.codecs.types import Format, shown
+from service.codecs.types import Format
 from service.encodings import rotary
 from service.encodings.registry import DType, Rounding
 from service.encodings.rotation import Rotation
-from service.errors import InvalidInput, InvalidParameter, MalformedBody, UnsupportedMediaType
+from service.errors import InvalidInput, InvalidParameter, UnsupportedMediaType
 from service.limits import reserving
-from service.schemas.hf_config import rotary_query
+from service.schemas.hf_config import read_config, rotary_query
 from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
 from service.settings import POSITION_CEILING
 from service.web import openapi
@@ -125,7 +123,7 @@ async def from_config(
         raise UnsupportedMediaType(content_type, ["application/json"])
     with reserving(runtime.posted) as reservation:  # a config.json: a few KiB, while parsed
         body = await read_posted(request, runtime, runtime.limits.config_bytes, reservation)
-        config = await runtime.compute(len(body), _parse, body)  # off the event loop
+        config = await runtime.compute(len(body), read_config, body)  # off the event loop
     given = rotary_query(config)
     asked = query.model_dump(exclude_none=True)
     given.update(asked)
@@ -151,46 +149,6 @@ async def from_config(
     if len(location) <= _MAX_LOCATION:  # longrope's factors can make it too long for a header
         response.headers["content-location"] = location
     return response
-
-
-def _parse(body: bytes | bytearray) -> dict[str, Any]:
-    try:
-        config = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedBody(f"the config is not JSON: {exc}") from None
-    if not isinstance(config, dict):
-        raise InvalidInput("body", "the config must be a JSON object")
-    _refuse_repeated_keys(body)
-    return config
-
-
-class _Repeated(Exception):
-    """A key that appears twice in one object of the config."""
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> None:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise _Repeated(key)
-        seen.add(key)
-
-
-def _refuse_repeated_keys(body: bytes | bytearray) -> None:
-    """Refuse a config that gives a key twice in any of its objects, as an apply body is
-    refused: orjson keeps the last silently (``rope_type`` twice would choose a scaling
-    unseen), and only the standard library reports each object's keys. A config is small
-    (PE_MAX_CONFIG_BYTES), so it is read a second time; nothing is built from it."""
-    try:
-        json.loads(body, object_pairs_hook=_unique)
-    except _Repeated as exc:
-        raise InvalidInput(
-            shown(str(exc.args[0])), "appears more than once in the config"
-        ) from None
-    except RecursionError:  # orjson reads 1024 levels, the standard library fewer
-        raise MalformedBody("the config is nested too deeply to be read") from None
-    except ValueError as exc:  # none known: the two parsers read the same JSON otherwise
-        raise MalformedBody(f"the config is not JSON: {shown(str(exc))}") from None
 
 
 @router.post(

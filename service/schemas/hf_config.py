@@ -6,12 +6,15 @@ for RoPE (``rope_parameters`` in transformers 5, ``rope_scaling`` and ``rope_the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import orjson
+
 from service.codecs.types import shown
 from service.encodings import scalings
-from service.errors import InvalidInput
+from service.errors import InvalidInput, MalformedBody
 
 # rope_type as configs spell it -> the service's scaling
 ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
@@ -166,3 +169,44 @@ def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
     if mpe is not None:
         query["max_len"] = mpe
     return query
+
+
+def read_config(body: bytes | bytearray) -> dict[str, Any]:
+    """A posted ``config.json``: a JSON object, no key given twice in any of its objects."""
+    try:
+        config = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBody(f"the config is not JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise InvalidInput("body", "the config must be a JSON object")
+    _refuse_repeated_keys(body)
+    return config
+
+
+class _Repeated(Exception):
+    """A key that appears twice in one object of the config."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> None:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _Repeated(key)
+        seen.add(key)
+
+
+def _refuse_repeated_keys(body: bytes | bytearray) -> None:
+    """Refuse a config that gives a key twice in any of its objects, as an apply body is
+    refused: orjson keeps the last silently (``rope_type`` twice would choose a scaling
+    unseen), and only the standard library reports each object's keys. A config is small
+    (PE_MAX_CONFIG_BYTES), so it is read a second time; nothing is built from it."""
+    try:
+        json.loads(body, object_pairs_hook=_unique)
+    except _Repeated as exc:
+        raise InvalidInput(
+            shown(str(exc.args[0])), "appears more than once in the config"
+        ) from None
+    except RecursionError:  # orjson reads 1024 levels, the standard library fewer
+        raise MalformedBody("the config is nested too deeply to be read") from None
+    except ValueError as exc:  # none known: the two parsers read the same JSON otherwise
+        raise MalformedBody(f"the config is not JSON: {shown(str(exc))}") from None

@@ -4,7 +4,6 @@ been sent; and the whole of a table request (negotiation, limits, validators, 30
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -168,9 +167,10 @@ async def apply_response(
         # chooses the lane (about four bytes a number in every body format)
         unpacked = npz.unpacked_size(body) if kind == "npz" else 0
         elements = (len(body) + unpacked) // 4
-        hold = functools.partial(reservation.take, what="the decompressed .npz archive")
         answer = await unless_gone(
             request,
-            lambda: runtime.compute(elements, handlers.apply, runtime, body, plan, hold),
+            lambda: runtime.compute(
+                elements, handlers.apply, runtime, body, plan, reservation.take
+            ),
         )
     return respond(runtime, answer, {"cache-control": "no-store"})

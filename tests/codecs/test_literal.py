@@ -44,7 +44,7 @@ LITERALS = st.recursive(
 @given(LITERALS)
 def test_every_literal_reads_as_literal_eval_reads_it(value: Any) -> None:
     text = repr(value)
-    assert _literal.parse(text) == ast.literal_eval(text)
+    assert _literal.parse(text, 64) == ast.literal_eval(text)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_every_literal_reads_as_literal_eval_reads_it(value: Any) -> None:
     ],
 )
 def test_headers_and_their_neighbours(text: str) -> None:
-    assert _literal.parse(text) == ast.literal_eval(text)
+    assert _literal.parse(text, 64) == ast.literal_eval(text)
 
 
 @pytest.mark.parametrize(
@@ -83,13 +83,15 @@ def test_headers_and_their_neighbours(text: str) -> None:
         "9" * 5000,
         "{'a': 1} {}",
         ",",
+        "010",
+        "1\xa0",
     ],
 )
 def test_what_literal_eval_refuses_is_refused(text: str) -> None:
     with pytest.raises((ValueError, TypeError, SyntaxError)):
         ast.literal_eval(text)
     with pytest.raises(_literal.NotALiteral):
-        _literal.parse(text)
+        _literal.parse(text, 64)
 
 
 def test_many_threads_at_once() -> None:
@@ -99,7 +101,7 @@ def test_many_threads_at_once() -> None:
     def work() -> None:
         try:
             for _ in range(2000):
-                assert _literal.parse(header) == {
+                assert _literal.parse(header, 4) == {
                     "descr": "<f4",
                     "fortran_order": False,
                     "shape": (2, 3),
@@ -113,3 +115,11 @@ def test_many_threads_at_once() -> None:
     for thread in threads:
         thread.join()
     assert not failures
+
+
+def test_nesting_past_the_depth_is_refused_not_recursed() -> None:
+    assert _literal.parse("[" * 4 + "]" * 4, 4) == [[[[]]]]
+    with pytest.raises(_literal.NotALiteral, match="nested"):
+        _literal.parse("[" * 5 + "]" * 5, 4)
+    with pytest.raises(_literal.NotALiteral, match="nested"):
+        _literal.parse("[" * 5000 + "]" * 5000, 4)  # not a RecursionError

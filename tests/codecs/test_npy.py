@@ -114,6 +114,10 @@ HOSTILE_HEADERS = [
     pytest.param(fields(shape="(" * 150 + "3," + ")" * 150), b"", "readable", id="nested-tuples"),
     pytest.param(fields(shape="(" + "-" * 9000 + "3,)"), b"", "readable", id="unary-minus-x9000"),
     pytest.param(fields(descr="[" * 150 + "]" * 150), b"", "readable", id="nested-lists"),
+    # brackets inside a string once hid the real nesting from a count of the text
+    pytest.param(
+        fields(descr="')))))' + " + "[" * 2000 + "]" * 2000), b"", "readable", id="hidden-nesting"
+    ),
     pytest.param(fields(descr="'\\d'"), b"", "readable", id="backslash"),
     pytest.param(fields(fortran="'yes'"), b"\0" * 12, "fortran_order", id="fortran-order-text"),
     pytest.param(fields(descr="3"), b"\0" * 12, "descr", id="descr-an-int"),

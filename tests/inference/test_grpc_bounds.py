@@ -17,22 +17,9 @@ from tritonclient.grpc import service_pb2 as pb
 from service.codecs.types import MAX_DIMS
 from service.errors import InvalidInput, Limit, LimitExceeded, MalformedBody, ServiceError
 from service.inference import grpc_bounds, grpc_wire, wire
+from tests.support import protobuf_field as field
 
 NUMBERS = Limit(1 << 21, "PE_MAX_JSON_ELEMENTS")
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field."""
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def request() -> Any:
@@ -135,11 +122,30 @@ def test_the_typed_contents_numbers_are_counted_from_their_bytes(
     grpc_bounds.scan(message, Limit(count, "PE_MAX_JSON_ELEMENTS"))  # exactly at the limit
 
 
-def test_contents_within_the_limit_in_bytes_are_not_walked() -> None:
-    # 2,000 unpacked numbers: more fields than a message may have, but fewer bytes than the
-    # limit, so they cannot be more numbers than it allows
-    message = field(5, field(5, b"\x10\x01" * 2000))
-    assert grpc_bounds.scan(message, NUMBERS).header == message
+def test_unpacked_contents_are_fields_and_a_message_without_raw_is_not_copied() -> None:
+    within = field(5, field(5, b"\x10\x01" * grpc_bounds.MAX_FIELDS))
+    assert grpc_bounds.scan(within, NUMBERS).header is within  # nothing taken out
+    past = field(5, field(5, b"\x10\x01" * (grpc_bounds.MAX_FIELDS + 1)))
+    with pytest.raises(InvalidInput, match=r"inputs\[0\]\.contents: has more than 1,024"):
+        grpc_bounds.scan(past, NUMBERS)
+
+
+def test_contents_merged_from_many_parts_are_bounded() -> None:
+    """protobuf merges an input's contents given again and again: 1,023 parts of 1,023
+    empty packed fields in each of 8 inputs walked for 16 s."""
+    parts = field(5, field(2, b"")) * (grpc_bounds.MAX_CONTENTS + 1)
+    with pytest.raises(InvalidInput, match="given more than 4 times"):
+        grpc_bounds.scan(field(5, parts), NUMBERS)
+    empties = field(2, b"") * 1000
+    inputs = field(5, field(5, empties) * grpc_bounds.MAX_CONTENTS) * 8
+    with pytest.raises(InvalidInput, match="8,192 fields in all"):
+        grpc_bounds.scan(inputs, NUMBERS)
+
+
+def test_an_empty_packed_field_counts_as_a_number() -> None:
+    message = field(5, field(5, field(2, b"") * 11))
+    with pytest.raises(LimitExceeded, match="PE_MAX_JSON_ELEMENTS"):
+        grpc_bounds.scan(message, Limit(10, "PE_MAX_JSON_ELEMENTS"))
 
 
 @pytest.mark.parametrize(

@@ -20,19 +20,11 @@ from tritonclient.grpc import service_pb2 as pb
 from service.errors import InvalidInput, Limit
 from service.inference import grpc as front
 from tests.support import APPLY, NPY, free_port, npy_bytes, rss_mib, serving
+from tests.support import protobuf_field as field
 
 pytestmark = pytest.mark.slow
 METHOD = "/inference.GRPCInferenceService/ModelInfer"
 MiB = 1 << 20
-
-
-def field(number: int, payload: bytes) -> bytes:
-    size, length = len(payload), bytearray()
-    while size >= 0x80:
-        length.append(size & 0x7F | 0x80)
-        size >>= 7
-    length.append(size)
-    return bytes([number << 3 | 2]) + bytes(length) + payload
 
 
 NAMED = field(1, b"sinusoidal")  # the model: the bombs are read as its requests
