@@ -32,10 +32,11 @@ Odd = Literal["sin", "zero", "reject"]
 Params = Mapping[str, Any]
 Frequencies = tuple[_exact.Float64Array, _exact.Float64Array]
 DEFAULT_BASE: Final = 10000.0
-# The largest frequency served, radians a position: a full turn. A higher one aliases to a
-# lower one at integer positions, and keeps rounding=exact's angles exact to 2^31 (the
-# error term small^3 / 6 of its angle stays below 1e-18; at 1e10 it was 2.8e14).
-MAX_FREQUENCY: Final = 2 * math.pi
+# The largest frequency served, radians a position: up to it, rounding=exact's angles are
+# exact to 2^31 (below 2^35, the error term small^3 / 6 of an angle stays under 2e-18; at
+# a frequency of 1e10 it was 2.8e14). Any past 2 pi aliases at integer positions anyway;
+# mlx with full_turns and max_freq 2 (4 pi) is a configuration its tests use.
+MAX_FREQUENCY: Final = 16.0
 _TAU: Final = decimal.Decimal("6.283185307179586476925286766559005768394")
 
 
@@ -96,9 +97,9 @@ def check(preset: Preset, params: Params, dtype: str) -> None:
             raise InvalidParameter(
                 preset.frequency_parameters[0],
                 f"these give preset {preset.name} a largest frequency of {largest:.6g} "
-                f"radians a position; at most 2 pi ({MAX_FREQUENCY:.6g}) is served: a higher "
-                "one turns more than once between positions (it aliases to a lower one), and "
-                "past it exact angles lose their accuracy at large positions",
+                f"radians a position; at most {MAX_FREQUENCY:g} is served: past it exact "
+                "angles lose their accuracy at large positions (and any frequency past 2 pi "
+                "turns more than once between positions)",
                 also=preset.frequency_parameters[1:],
             )
     if preset.scale is not None:

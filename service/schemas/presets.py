@@ -64,7 +64,7 @@ class PresetFields(BaseModel):
         ge=1e-30,
         le=presets.MAX_FREQUENCY,
         description="tensor2tensor: default 1. It is the largest frequency (with "
-        "min_timescale^2 / max_timescale): at most 2 pi.",
+        "min_timescale^2 / max_timescale): at most 16 radians a position.",
     )
     max_timescale: float | None = Field(
         None, ge=1e-30, le=1e30, description="tensor2tensor: default 10000."
@@ -84,14 +84,14 @@ class PresetFields(BaseModel):
     )
     max_wavelength: float | None = Field(None, gt=1, le=1e30, description="keras: default 10000.")
     min_freq: float | None = Field(
-        None, ge=1e-30, le=presets.MAX_FREQUENCY, description="mlx: 0.0001. At most 2 pi."
+        None, ge=1e-30, le=presets.MAX_FREQUENCY, description="mlx: 0.0001. At most 16."
     )
     max_freq: float | None = Field(
         None,
         ge=1e-30,
         le=presets.MAX_FREQUENCY,
-        description="mlx: 1. At most 2 pi, or 1 with full_turns (the largest frequency is "
-        "at most 2 pi).",
+        description="mlx: 1. At most 16, or 16 / (2 pi) with full_turns (the largest "
+        "frequency is at most 16 radians a position).",
     )
     cos_first: bool | None = Field(None, description="mlx: cosines first; default false.")
     full_turns: bool | None = Field(None, description="mlx: frequencies times 2 pi; false.")
@@ -216,13 +216,13 @@ _SHIFTED: Final = "start_index + max_len - 1, the last position, is at most PE_M
 _CONSTRAINTS: Final = {
     "tensor2tensor": [
         "the largest frequency, max(min_timescale, min_timescale^2 / max_timescale), is at "
-        "most 2 pi",
+        "most 16 radians a position",
         _SHIFTED,
     ],
     "keras": [_SHIFTED],
     "mlx": [
         "the largest frequency, max(min_freq, max_freq) (times 2 pi with full_turns), is at "
-        "most 2 pi",
+        "most 16 radians a position",
         "|scale| is at most the dtype's largest number (float16: 65504)",
     ],
 }

@@ -168,8 +168,8 @@ T2T_LOW = mpmath.mpf(presets.MAX_FREQUENCY)
         ),
         pytest.param(
             "mlx",
-            {"full_turns": "true", "scale": 1.0},
-            lambda: (2 * mpmath.pi, 2 * mpmath.pi * mpmath.mpf(0.0001)),
+            {"full_turns": "true", "max_freq": 2.5, "scale": 1.0},  # 5 pi, near the top
+            lambda: (5 * mpmath.pi, 2 * mpmath.pi * mpmath.mpf(0.0001)),
             id="mlx-turns",
         ),
     ],
@@ -201,14 +201,14 @@ def test_the_ranges_are_documented(http: httpx.Client) -> None:
     listed = {entry["name"]: entry for entry in http.get("/v1/presets").json()["presets"]}
     t2t = {param["name"]: param for param in listed["tensor2tensor"]["parameters"]}
     assert t2t["min_timescale"]["maximum"] == presets.MAX_FREQUENCY
-    assert any("2 pi" in rule for rule in listed["tensor2tensor"]["constraints"])
+    assert any("at most 16" in rule for rule in listed["tensor2tensor"]["constraints"])
     assert any("PE_MAX_POSITION" in rule for rule in listed["keras"]["constraints"])
     mlx = {param["name"]: param for param in listed["mlx"]["parameters"]}
     assert mlx["max_freq"]["maximum"] == presets.MAX_FREQUENCY
     assert any("65504" in rule for rule in listed["mlx"]["constraints"])
     schema = http.get("/openapi.json").json()
     parameters = {p["name"]: p for p in schema["paths"][TABLE]["get"]["parameters"]}
-    assert "2 pi" in parameters["min_timescale"]["description"]
+    assert "at most 16" in parameters["min_timescale"]["description"]
 
 
 @pytest.mark.parametrize(
