@@ -91,8 +91,7 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
                 f"the inference header has {count:,} {mark.decode()!r} (JSON objects or "
                 f"strings, and inside strings); at most {most:,}: a request has a few a tensor"
             )
-    # and its lists and objects: a nested empty list costs 2 bytes and some 60 parsed
-    numbers.check("the JSON header's lists and objects", body.count(b"[", 0, len(head)) + objects)
+    json_codec.check_containers(body, len(head), numbers, "the JSON header")
     try:
         document = orjson.loads(head)
     except orjson.JSONDecodeError as exc:

@@ -171,8 +171,19 @@ def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
     return query
 
 
+# A config's lists and objects, counted before it is parsed: a config.json has a few dozen;
+# 1 MiB of nested empty lists is half a million for orjson to build.
+MAX_CONTAINERS: Final = 4096
+
+
 def read_config(body: bytes | bytearray) -> dict[str, Any]:
     """A posted ``config.json``: a JSON object, no key given twice in any of its objects."""
+    containers = body.count(b"[") + body.count(b"{")
+    if containers > MAX_CONTAINERS:
+        raise MalformedBody(
+            f"the config holds {containers:,} lists and objects (counting brackets in strings); "
+            f"at most {MAX_CONTAINERS:,} are read, a config.json has a few dozen"
+        )
     try:
         config = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
