@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -19,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 import tritonclient.grpc as triton
+from packaging.version import Version
 
 from tests.support import ROOT, TABLE, free_port, running, serving
 from tests.test_startup import assert_one_line
@@ -215,3 +217,29 @@ def test_a_second_instance_cannot_share_the_grpc_port(tmp_path: Path, host: str)
         # what holds the port against others takes no connection from the workers
         for _ in range(20):
             assert grpc_live(grpc_port)
+
+
+def test_the_lowest_uvicorn_the_package_accepts_serves(tmp_path: Path) -> None:
+    """The floor in pyproject.toml is a version that runs the service: uvicorn 0.30 to 0.35,
+    which it allowed, stopped at start-up (the protocol is named by an import string)."""
+    floor = re.search(r'"uvicorn\[standard\]>=([0-9.]+),', (ROOT / "pyproject.toml").read_text())
+    assert floor is not None
+    target = tmp_path / "lowest"
+    install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target"]
+    subprocess.run(
+        [*install, str(target), f"uvicorn=={floor[1]}"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    env = {"PYTHONPATH": str(target)}
+    with running(env) as url:
+        assert httpx.get(url + TABLE + "?max_len=4&d_model=4").status_code == 200
+        version = subprocess.run(
+            [sys.executable, "-c", "import uvicorn; print(uvicorn.__version__)"],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    assert Version(version.stdout.strip()) == Version(floor[1])
