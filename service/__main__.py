@@ -25,7 +25,7 @@ from typing import Any, Final, NoReturn
 
 import uvicorn
 
-from service import supervision
+from service.server import supervision
 from service.settings import Settings, SettingsError, from_environment
 
 EXIT_SETTINGS: Final = 2
@@ -34,9 +34,9 @@ EXIT_SETTINGS: Final = 2
 def log_config(settings: Settings) -> dict[str, Any]:
     """Logging for uvicorn and the service on standard error: text lines, or JSON lines
     for log shippers. The access log is the service's own, on standard output (see
-    ``service.telemetry``); its logger's level only switches it on or off."""
+    ``service.middleware.telemetry``); its logger's level only switches it on or off."""
     text = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    json_format = {"()": "service.telemetry.JsonFormatter"}
+    json_format = {"()": "service.middleware.telemetry.JsonFormatter"}
     level = settings.log_level.upper()
     return {
         "version": 1,
@@ -45,7 +45,9 @@ def log_config(settings: Settings) -> dict[str, Any]:
             "default": json_format if settings.log_format == "json" else {"format": text}
         },
         # it also routes Python's warnings to the py.warnings logger, in every worker
-        "handlers": {"default": {"()": "service.telemetry.stderr_handler", "formatter": "default"}},
+        "handlers": {
+            "default": {"()": "service.middleware.telemetry.stderr_handler", "formatter": "default"}
+        },
         "loggers": {
             "uvicorn": {"handlers": ["default"], "level": level, "propagate": False},
             "uvicorn.access": {"handlers": [], "propagate": False},
@@ -91,7 +93,7 @@ def refuse(error: SettingsError) -> NoReturn:
     says json (as every other line there is), even when another setting is refused."""
     line = " ".join(str(error).split())
     if os.environ.get("PE_LOG_FORMAT", "").strip().lower() == "json":
-        from service.telemetry import JsonFormatter
+        from service.middleware.telemetry import JsonFormatter
 
         record = logging.LogRecord("service", logging.CRITICAL, __file__, 0, line, None, None)
         line = JsonFormatter().format(record)
@@ -126,7 +128,7 @@ def main() -> None:
             log_config=log_config(settings),
             access_log=False,
             timeout_graceful_shutdown=settings.shutdown_timeout,
-            http="service.protocol:BoundedHttpToolsProtocol",
+            http="service.server.protocol:BoundedHttpToolsProtocol",
         )
 
 

@@ -11,16 +11,18 @@ from fastapi import Depends, FastAPI
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service import __version__, preload, supervision
-from service.cors import Cors
-from service.head import HeadAsGet
+from service import __version__, preload
 from service.inference.serving import grpc_serving
 from service.metrics import Telemetry
-from service.replay import Record, Replay
+from service.middleware.cors import Cors, blanket_headers
+from service.middleware.head import HeadAsGet
+from service.middleware.replay import Record, Replay
+from service.middleware.telemetry import TelemetryMiddleware
 from service.routes import ROUTERS
 from service.runtime import Runtime
-from service.settings import Settings
-from service.telemetry import TelemetryMiddleware
+from service.server import supervision
+from service.server.edge import Edge
+from service.settings import Settings, from_environment
 from service.web import problems
 from service.web.deps import single_valued
 
@@ -32,14 +34,15 @@ _DESCRIPTION: Final = (
 
 class ServiceApp(FastAPI):
     """FastAPI behind the service's own outermost layers (``front``), from the outside in:
-    CORS (:mod:`service.cors`), which gives every answer its headers however it is made;
+    CORS (:mod:`service.middleware.cors`), which gives every answer its headers however it is made;
     replay, which answers a repeated immutable request before any of the framework's
     middleware, routing or validation runs; telemetry; and ``HEAD`` as ``GET``
-    (:mod:`service.head`)."""
+    (:mod:`service.middleware.head`)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, edge: Edge, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.front: ASGIApp = self.framework
+        self.edge = edge  # what the protocol and the pacing take from the app
 
     async def framework(self, scope: Scope, receive: Receive, send: Send) -> None:
         await super().__call__(scope, receive, send)
@@ -53,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     Raises ``ValueError`` for a ``PE_PRELOAD`` that is malformed or over the limits.
     """
-    settings = Settings() if settings is None else settings
+    settings = from_environment() if settings is None else settings
     tables = preload.checked(settings)
 
     @asynccontextmanager
@@ -71,7 +74,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             publishing.cancel()
             watching.cancel()
 
+    origins = settings.allowed_origins()
     app = ServiceApp(
+        Edge.of(settings, blanket_headers(origins)),
         title="Positional encodings",
         version=__version__,
         summary="Sinusoidal positional encodings of transformer models, computed and served.",
@@ -88,7 +93,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         HeadAsGet(app.front), telemetry, json_logs=settings.log_format == "json"
     )
     app.front = Replay(observed, cache=lambda: app.state.runtime.cache, record=observed.record)
-    origins = settings.allowed_origins()
     if origins != frozenset():
         app.front = Cors(app.front, origins, record=_routed(app, observed.record))
     problems.install(app)

@@ -64,7 +64,7 @@ _CACHE_GAUGES: Final = [
     ("pe_cache_entries", "Tables with pages held.", "tables_total"),
     ("pe_cache_pages", "Table pages held.", "table_pages"),
 ]
-# requests the HTTP protocol refused before the app saw them (service.protocol), by status;
+# requests the HTTP protocol refused before the app saw them (service.server.protocol), by status;
 # the protocol is made per connection by uvicorn, so the count is the process's
 REFUSED: Final = Counter(
     "pe_http_refused",

@@ -107,3 +107,39 @@ def test_matplotlib_is_loaded_only_for_the_first_picture() -> None:
     )
     assert "service.plots" in loaded
     assert not {name for name in loaded if name.split(".")[0] == "matplotlib"}
+
+
+SOURCES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "service").rglob("*.py"))
+
+
+def test_only_the_server_wing_knows_uvicorns_internals() -> None:
+    """uvicorn's private modules (its protocols, its types) are imported in service/server/
+    alone; the rest of the service knows uvicorn as a runner at most (__main__)."""
+    for path in SOURCES:
+        tree = ast.parse((ROOT / path).read_text())
+        modules = {
+            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        } | {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        }
+        private = {m for m in modules if m.startswith(("uvicorn.protocols", "uvicorn._types"))}
+        assert not private or path.startswith("service/server/"), path
+
+
+def test_only_the_start_up_reads_the_environments_settings() -> None:
+    """One source of settings: the app's. Settings are read from the environment by the
+    start-up (python -m service, and create_app's default) and nowhere else."""
+    readers = set()
+    for path in SOURCES:
+        tree = ast.parse((ROOT / path).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                called = node.func.id
+                if called == "from_environment" or (
+                    called == "Settings" and not node.args and not node.keywords
+                ):
+                    readers.add(path)
+    assert readers <= {"service/__main__.py", "service/app.py", "service/settings.py"}, readers

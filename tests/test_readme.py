@@ -21,10 +21,10 @@ import pytest
 from pydantic import BeforeValidator
 
 import service
-from service import protocol
 from service.app import create_app
 from service.encodings.catalogue import PRESETS
 from service.errors import PROBLEM_BASE, InvalidParameter, PlotsUnavailable, ServiceError
+from service.server import protocol
 from service.settings import Settings, SettingsError, from_environment, parse_bytes
 from tests.encodings import test_exact
 from tests.support import (

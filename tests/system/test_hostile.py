@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.protocol import MAX_HEAD_BYTES, MAX_TARGET_BYTES
+from service.server.protocol import MAX_HEAD_BYTES, MAX_TARGET_BYTES
 from tests.support import read_to_close, rss_mib, running, serving
 
 pytestmark = pytest.mark.slow
@@ -187,7 +187,7 @@ def test_a_client_that_never_reads_a_small_answer_is_cut_off(tmp_path: Path) -> 
         assert received < 114688 * 8 * 8
         assert httpx.get(base + "/healthz").status_code == 200
     text = log.read_text()
-    assert text.count("WARNING service.pacing: Cut off 127.0.0.1:") == 1
+    assert text.count("WARNING service.server.pacing: Cut off 127.0.0.1:") == 1
     assert "it read slower than PE_MIN_READ_RATE (8388608 bytes/s)" in text
     assert "Traceback" not in text
     assert f'{TABLE}?max_len=114688&d_model=8&dtype=float64&format=npy" 499' in text

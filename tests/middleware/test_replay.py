@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from service.replay import MAX_KEYED_BYTES, _replayable
+from service.middleware.replay import MAX_KEYED_BYTES, _replayable
 from service.settings import Settings
 from tests.support import HEATMAP, TABLE, cache_stats, in_process
 

@@ -61,6 +61,12 @@ _ANY: Final = (b"access-control-allow-origin", b"*")
 Record = Callable[[Scope, int, int, float], None]
 
 
+def blanket_headers(origins: frozenset[str] | None) -> tuple[tuple[bytes, bytes], ...]:
+    """What every answer carries whatever its request says (every origin may read them):
+    a refusal written before a request reaches this layer carries them too."""
+    return (_ANY,) if origins is None else ()
+
+
 def _tokens(value: bytes) -> list[str]:
     return [part.strip().lower() for part in value.decode("latin-1").split(",") if part.strip()]
 

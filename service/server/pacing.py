@@ -26,16 +26,14 @@ scope) by the telemetry.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from typing import Any, Final, cast
 
 from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from service.limits import Budget
-from service.settings import Settings
-from service.telemetry import CUT_OFF, printable
+from service.middleware.telemetry import CUT_OFF, printable
+from service.server.edge import Edge
 
 PIECE_BYTES: Final = 256 << 10
 # bytes a transport may hold for its client: a piece fills it up to this (one write for
@@ -46,19 +44,6 @@ BUFFERED_BYTES: Final = 2 << 20
 PATIENCE: Final = 2.0
 
 log = logging.getLogger(__name__)
-
-
-@functools.cache
-def settings() -> Settings:
-    """The ``PE_*`` settings, read once a process: uvicorn makes the protocol (and so the
-    pacing) from its own configuration, so the app's settings do not reach it."""
-    return Settings()
-
-
-@functools.cache
-def slow_budget() -> Budget:
-    """The process's budget of answers held for slow clients (``PE_SLOW_CLIENT_BYTES``)."""
-    return Budget(settings().slow_client_bytes)
 
 
 def limit_buffer(transport: asyncio.Transport) -> None:
@@ -83,12 +68,11 @@ class Pacer:
 
     __slots__ = ("budget", "grace", "held", "rate", "sent", "size", "started", "tally")
 
-    def __init__(self, tally: Tally) -> None:
-        chosen = settings()
+    def __init__(self, tally: Tally, edge: Edge) -> None:
         self.tally = tally
-        self.grace = chosen.send_timeout
-        self.rate = chosen.min_read_rate
-        self.budget = slow_budget()
+        self.grace = edge.settings.send_timeout
+        self.rate = edge.settings.min_read_rate
+        self.budget = edge.slow_clients
         self.started = 0.0
         self.size = 0
         self.sent = 0

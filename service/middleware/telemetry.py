@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.metrics import Telemetry
 
 access_log = logging.getLogger("service.access")
-# in the scope of a request whose answer was cut off (service.pacing): counted as 499,
+# in the scope of a request whose answer was cut off (service.server.pacing): counted as 499,
 # the status of a request whose client did not take its answer, as nginx counts it
 CUT_OFF: Final = "service.cut_off"
 CLIENT_GONE: Final = 499

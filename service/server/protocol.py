@@ -8,7 +8,7 @@ document, sent before more of the request is buffered, and closes the connection
   timeout), else 408: uvicorn would wait for it for ever;
 - a request httptools cannot parse gets a 400 that says what is wrong with it.
 
-Every answer is paced by its client's reading (:mod:`service.pacing`). And an answer given
+Every answer is paced by its client's reading (:mod:`service.server.pacing`). And an answer given
 before its request's body has all arrived (413, the body's 408, a refused parameter) closes
 the connection after it, instead of reading the rest of the body at the client's pace.
 """
@@ -25,7 +25,8 @@ from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from service.metrics import REFUSED
-from service.pacing import Pacer, Tally, limit_buffer, settings
+from service.server.edge import edge_of
+from service.server.pacing import Pacer, Tally, limit_buffer
 
 MAX_TARGET_BYTES: Final = 8 << 10
 MAX_HEAD_BYTES: Final = 32 << 10
@@ -76,6 +77,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._dropping = False  # the connection is closing: what arrives is not parsed
         self._refusal: tuple[int, str] | None = None
         self._tally = Tally()
+        self._edge = edge_of(self.app)  # the app's settings, not a second reading
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         limit_buffer(transport)
@@ -156,7 +158,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             )
 
     def _instrument(self, cycle: RequestResponseCycle) -> None:
-        """The cycle's answer is paced by its client's reading (:mod:`service.pacing`).
+        """The cycle's answer is paced by its client's reading (:mod:`service.server.pacing`).
         An answer that starts before its request's body has all arrived says
         ``Connection: close`` (so the client sends nothing more on this connection), and
         the close that follows it lingers (:meth:`_close_after_answer`)."""
@@ -164,7 +166,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # be freed by the garbage collector, not when done (a pause every few hundred
         # requests: p99 of a cached slice 4 -> 30 ms)
         this = weakref.ref(cycle)
-        pacer = Pacer(self._tally)
+        pacer = Pacer(self._tally, self._edge)
 
         async def send(message: ASGISendEvent) -> None:
             current = this()
@@ -185,7 +187,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Timeouts
     def _start_head_timer(self) -> None:
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(settings().head_timeout, self._head_timed_out)
+            timeout = self._edge.settings.head_timeout
+            self._head_timer = self.loop.call_later(timeout, self._head_timed_out)
 
     def _stop_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -195,7 +198,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _head_timed_out(self) -> None:
         self._head_timer = None
         if self._head_open and not self.transport.is_closing():
-            timeout = settings().head_timeout
+            timeout = self._edge.settings.head_timeout
             self._refuse(
                 408, f"the request head was not complete within {timeout:g} s (PE_HEAD_TIMEOUT)"
             )
@@ -234,8 +237,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         for name, value in self.server_state.default_headers:
             head.append(name + b": " + value + b"\r\n")
         head.append(b"content-type: application/problem+json\r\n")
-        if settings().cors_origins == "*":  # as every answer of the app's (service.cors)
-            head.append(b"access-control-allow-origin: *\r\n")
+        for name, value in self._edge.refusal_headers:  # as every answer of the app's
+            head.append(name + b": " + value + b"\r\n")
         head.append(b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body))
         self.transport.write(b"".join(head) + body)
         self.transport.close()

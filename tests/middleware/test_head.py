@@ -15,7 +15,7 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from service.app import create_app
-from service.head import HeadAsGet
+from service.middleware.head import HeadAsGet
 from service.routes import ROUTERS
 from service.settings import Settings
 from tests.support import (

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from service import supervision
+from service.server import supervision
 from service.settings import Settings, SettingsError
 from tests.support import free_port
 

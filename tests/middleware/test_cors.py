@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.app import create_app
-from service.cors import EXPOSED_HEADERS, MAX_AGE
+from service.middleware.cors import EXPOSED_HEADERS, MAX_AGE
 from service.settings import Settings
 from tests.support import (
     APPLY,
