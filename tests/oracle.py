@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import mpmath
 import numpy as np
 from numpy.typing import NDArray
@@ -78,3 +80,35 @@ def table(
             for pos in range(start, max_len)
         ]
     )
+
+
+def expected(
+    x: NDArray[Any],
+    scale: float,
+    positions: NDArray[Any],
+    base: float = 10000.0,
+    layout: str = "interleaved",
+) -> NDArray[np.float64]:
+    """The exact answer in float64, from the oracle's table."""
+    d_model = x.shape[-1]
+    rows = {
+        int(p): [exact(int(p), k, d_model, base, layout) for k in range(d_model)]
+        for p in np.unique(positions)
+    }
+    pe = np.array([[rows[int(p)] for p in line] for line in np.atleast_2d(positions)])
+    pe = pe.reshape((*positions.shape, d_model))
+    return np.asarray(x.astype(np.float64) * scale + pe, dtype=np.float64)
+
+
+def assert_close(y: NDArray[Any], truth: NDArray[np.float64], dtype: str) -> None:
+    """Within the rounding that computing in ``dtype`` (float16: in float32) allows."""
+    assert y.dtype == np.dtype(dtype)
+    error = np.abs(y.astype(np.float64) - truth)
+    magnitude = np.abs(truth)
+    if dtype == "float64":
+        bound = 1e-12 * np.maximum(1.0, magnitude)
+    else:
+        bound = 3 * 2.0**-24 * magnitude + 2.0**-23
+        if dtype == "float16":
+            bound += np.spacing(magnitude.astype(np.float16)).astype(np.float64) * 0.5
+    assert np.all(error <= bound), float(np.max(error - bound))

@@ -4,9 +4,8 @@ the version from the package's metadata."""
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from importlib import metadata
-
-import pytest
 
 from service import __version__
 from service.app import create_app
@@ -51,36 +50,33 @@ def test_the_preload_lands_in_the_cache_before_ready() -> None:
     assert stats["misses"] == 2
 
 
-def broken_family(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+def broken_family(error: Exception) -> AbstractContextManager[registry.Family[SinusoidalKey]]:
     """The sinusoidal family, registered with a ``fill`` that raises ``error``."""
 
     def fill(*args: object) -> None:
         raise error
 
-    family = registry.Family("sinusoidal", SinusoidalKey, fill, sinusoidal.take)
-    monkeypatch.setitem(registry._FAMILIES, SinusoidalKey, family)
+    return registry.registered(registry.Family("sinusoidal", SinusoidalKey, fill, sinusoidal.take))
 
 
-def test_a_failed_preload_keeps_the_service_unready(monkeypatch: pytest.MonkeyPatch) -> None:
-    broken_family(monkeypatch, MemoryError("no room"))
-    app = create_app(Settings(preload="8x8"))
-    with in_process(app) as client:
-        runtime = app.state.runtime
-        deadline = time.monotonic() + 10
-        while runtime.preload_error is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        response = client.get("/readyz")
-        assert response.status_code == 503
-        assert "no room" in response.json()["detail"]
-        assert client.get("/healthz").status_code == 200
+def test_a_failed_preload_keeps_the_service_unready() -> None:
+    with broken_family(MemoryError("no room")):
+        app = create_app(Settings(preload="8x8"))
+        with in_process(app) as client:
+            runtime = app.state.runtime
+            deadline = time.monotonic() + 10
+            while runtime.preload_error is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            response = client.get("/readyz")
+            assert response.status_code == 503
+            assert "no room" in response.json()["detail"]
+            assert client.get("/healthz").status_code == 200
 
 
-def test_an_unexpected_error_is_a_500_problem_without_internals(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    broken_family(monkeypatch, RuntimeError("secret internals"))
-    with in_process(create_app(Settings()), raise_errors=False) as client:
-        response = client.get(f"{TABLE}?max_len=3&d_model=3")
-    assert response.status_code == 500
-    assert response.headers["content-type"] == "application/problem+json"
-    assert "secret" not in response.text
+def test_an_unexpected_error_is_a_500_problem_without_internals() -> None:
+    with broken_family(RuntimeError("secret internals")):
+        with in_process(create_app(Settings()), raise_errors=False) as client:
+            response = client.get(f"{TABLE}?max_len=3&d_model=3")
+        assert response.status_code == 500
+        assert response.headers["content-type"] == "application/problem+json"
+        assert "secret" not in response.text

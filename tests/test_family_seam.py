@@ -87,12 +87,12 @@ async def get_ramp(
 
 
 @pytest.fixture
-def http(monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
-    monkeypatch.setitem(registry._FAMILIES, RampKey, Family("ramp", RampKey, fill, take))
-    app = create_app(Settings(max_elements=1 << 16))
-    app.include_router(router)
-    with in_process(app) as client:
-        yield client
+def http() -> Iterator[httpx.Client]:
+    with registry.registered(Family("ramp", RampKey, fill, take)):
+        app = create_app(Settings(max_elements=1 << 16))
+        app.include_router(router)
+        with in_process(app) as client:
+            yield client
 
 
 def ramp(start: int, stop: int, width: int) -> NDArray[np.float64]:

@@ -10,7 +10,8 @@ pictures, preload) works from a key through this module, never from a family's n
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar, get_args
 
@@ -85,6 +86,21 @@ def register(family: Family[K]) -> Family[K]:
     """Make ``family`` known by its key type."""
     _FAMILIES[family.key] = family
     return family
+
+
+@contextmanager
+def registered(family: Family[K]) -> Iterator[Family[K]]:
+    """``family`` known by its key type while the block runs, and whatever was known by
+    that type before it, afterwards (a test's family, or a real one made to fail)."""
+    before = _FAMILIES.get(family.key)
+    _FAMILIES[family.key] = family
+    try:
+        yield family
+    finally:
+        if before is None:
+            del _FAMILIES[family.key]
+        else:
+            _FAMILIES[family.key] = before
 
 
 def family_of(key: Key) -> Family[Any]:

@@ -13,49 +13,14 @@ from service.encodings import additive, registry
 from service.encodings.registry import DTYPES, DType
 from service.encodings.sinusoidal import LAYOUTS, Layout, SinusoidalKey
 from service.errors import InvalidInput, InvalidParameter
-from tests import oracle
+from tests.oracle import assert_close, expected
+from tests.support import batch
 
 
 def encoding(
     start: int, stop: int, d_model: int, layout: Layout = "interleaved", dtype: DType = "float32"
 ) -> NDArray[np.floating]:
     return registry.rows(SinusoidalKey(d_model, 10000.0, layout, dtype), start, stop)
-
-
-def expected(
-    x: NDArray[Any],
-    scale: float,
-    positions: NDArray[Any],
-    base: float = 10000.0,
-    layout: str = "interleaved",
-) -> NDArray[np.float64]:
-    """The exact answer in float64, from the oracle's table."""
-    d_model = x.shape[-1]
-    rows = {
-        int(p): [oracle.exact(int(p), k, d_model, base, layout) for k in range(d_model)]
-        for p in np.unique(positions)
-    }
-    pe = np.array([[rows[int(p)] for p in line] for line in np.atleast_2d(positions)])
-    pe = pe.reshape((*positions.shape, d_model))
-    return np.asarray(x.astype(np.float64) * scale + pe, dtype=np.float64)
-
-
-def assert_close(y: NDArray[Any], truth: NDArray[np.float64], dtype: str) -> None:
-    """Within the rounding that computing in ``dtype`` (float16: in float32) allows."""
-    assert y.dtype == np.dtype(dtype)
-    error = np.abs(y.astype(np.float64) - truth)
-    magnitude = np.abs(truth)
-    if dtype == "float64":
-        bound = 1e-12 * np.maximum(1.0, magnitude)
-    else:
-        bound = 3 * 2.0**-24 * magnitude + 2.0**-23
-        if dtype == "float16":
-            bound += np.spacing(magnitude.astype(np.float16)).astype(np.float64) * 0.5
-    assert np.all(error <= bound), float(np.max(error - bound))
-
-
-def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 @pytest.mark.parametrize(

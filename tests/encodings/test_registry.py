@@ -3,7 +3,7 @@ within the bound the family declares, else a 422 naming the parameters it says s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,9 +39,10 @@ def take(key: FlatKey, positions: NDArray[np.int64]) -> Rows:
 
 
 @pytest.fixture(autouse=True)
-def flat(monkeypatch: pytest.MonkeyPatch) -> None:
+def flat() -> Iterator[Family[FlatKey]]:
     family = Family("flat", FlatKey, fill, take, lambda key: Bound(key.limit, ("level", "limit")))
-    monkeypatch.setitem(registry._FAMILIES, FlatKey, family)
+    with registry.registered(family) as known:
+        yield known
 
 
 @pytest.mark.parametrize(
@@ -77,3 +78,23 @@ def test_a_family_that_declares_no_bound_is_held_to_finite_values() -> None:
     family = Family("open", FlatKey, fill, take)
     assert family.bound(FlatKey(1e300)).largest == float("inf")
     assert family.shift(FlatKey(0.0)) == 0
+
+
+def test_a_registration_ends_with_its_block() -> None:
+    from service.encodings.sinusoidal import FAMILY, SinusoidalKey
+
+    def fill_none(key: SinusoidalKey, start: int, out: Sequence[Rows]) -> None:
+        pass
+
+    stand_in = Family("sinusoidal", SinusoidalKey, fill_none, FAMILY.take)
+    with registry.registered(stand_in):
+        assert registry.family_of(SinusoidalKey(4)) is stand_in
+    assert registry.family_of(SinusoidalKey(4)) is FAMILY
+
+    @dataclass(frozen=True, slots=True)
+    class Unknown:
+        width: int = 1
+        dtype: DType = "float32"
+
+    with pytest.raises(TypeError, match="not a registered family"):
+        registry.family_of(Unknown())
