@@ -30,6 +30,8 @@ PURE = [
     "service.errors",
     "service.inference.wire",
     "service.plots",
+    "service.arrays",
+    "service.text",
 ]
 
 
@@ -76,10 +78,12 @@ LOWER = [
         for folder in ("encodings", "codecs")
         for p in (ROOT / "service" / folder).glob("*.py")
     ),
+    "service/arrays.py",
     "service/cache.py",
     "service/cores.py",
     "service/errors.py",
     "service/settings.py",
+    "service/text.py",
 ]
 
 
@@ -143,3 +147,12 @@ def test_only_the_start_up_reads_the_environments_settings() -> None:
                 ):
                     readers.add(path)
     assert readers <= {"service/__main__.py", "service/app.py", "service/settings.py"}, readers
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "service" / "codecs").glob("*.py")),
+)
+def test_the_codecs_import_nothing_of_the_encodings(path: str) -> None:
+    """Wire formats know arrays (service.arrays), not families: a format is one module."""
+    assert not {name for name in imports_of(path) if name.startswith("service.encodings")}

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from service.arrays import joined
 from service.codecs import json, npy, npz, raw, safetensors
 from service.codecs.types import BodyFormat, Encoded, Format, Parts
-from service.encodings.registry import joined
 from service.errors import Limit
 
 # What an apply body holds: the batch, and (but in npy and raw bodies) its positions.

@@ -15,9 +15,10 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from service.codecs.types import MAX_DIMS, MEDIA_TYPES, Encoded, Parts, shown
-from service.encodings.registry import joined
+from service.arrays import joined
+from service.codecs.types import MAX_DIMS, MEDIA_TYPES, Encoded, Parts
 from service.errors import InvalidInput, Limit, MalformedBody
+from service.text import shown
 
 BODY_FIELDS: Final = ("embeddings", "position_ids", "dtype")
 _QUOTED_FIELDS: Final = tuple(b'"' + field.encode() + b'"' for field in BODY_FIELDS)

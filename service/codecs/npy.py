@@ -25,9 +25,9 @@ from service.codecs.types import (
     fits,
     little_endian,
     shape_of,
-    shown,
 )
 from service.errors import InvalidInput, MalformedBody
+from service.text import shown
 
 _MAGIC: Final = b"\x93NUMPY"
 _HEADER_LIMIT: Final = 10_000  # numpy's own cap on a header's size (max_header_size)

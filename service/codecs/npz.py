@@ -17,8 +17,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.codecs import npy
-from service.codecs.types import MEDIA_TYPES, Buffer, Encoded, little_endian, shown
+from service.codecs.types import MEDIA_TYPES, Buffer, Encoded, little_endian
 from service.errors import InvalidInput, Limit, MalformedBody
+from service.text import shown
 
 MAX_MEMBERS: Final = 16
 # Decompressed bytes read (and held) at a time.

@@ -9,6 +9,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from service.arrays import DTYPES
 from service.codecs.types import (
     MAX_DIMS,
     MEDIA_TYPES,
@@ -19,10 +20,9 @@ from service.codecs.types import (
     fits,
     little_endian,
     shape_of,
-    shown,
 )
-from service.encodings.registry import DTYPES
 from service.errors import MalformedBody
+from service.text import shown
 
 # Enough for any dimension an array can have (sys.maxsize has 19 digits).
 _MAX_DIGITS: Final = 19

@@ -26,18 +26,10 @@ import orjson
 import safetensors.numpy
 from numpy.typing import NDArray
 
-from service.codecs.types import (
-    MAX_DIMS,
-    MEDIA_TYPES,
-    Buffer,
-    Encoded,
-    Parts,
-    fits,
-    little_endian,
-    shown,
-)
-from service.encodings.registry import joined
+from service.arrays import joined
+from service.codecs.types import MAX_DIMS, MEDIA_TYPES, Buffer, Encoded, Parts, fits, little_endian
 from service.errors import InvalidInput, MalformedBody
+from service.text import shown
 
 # The headers of the files this service reads name one or two tensors: a few hundred bytes.
 HEADER_LIMIT: Final = 64 << 10

@@ -42,11 +42,6 @@ def fits(shape: tuple[int, ...] | list[int], itemsize: int) -> bool:
     return math.prod(max(size, 1) for size in shape) * itemsize <= sys.maxsize
 
 
-def shown(text: str, limit: int = 60) -> str:
-    """``text``, which a client sent, cut to ``limit`` characters to quote in a message."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def little_endian(array: NDArray[Any]) -> NDArray[Any]:
     """``array`` as C-order little-endian (itself when it is already)."""
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))

@@ -18,14 +18,15 @@ from typing import Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar, ge
 import numpy as np
 from numpy.typing import NDArray
 
+from service.arrays import DTYPES as DTYPES
+from service.arrays import DType as DType
+from service.arrays import Rows as Rows
+from service.arrays import joined as joined
 from service.errors import InvalidParameter
 
-DType = Literal["float32", "float64", "float16"]
-DTYPES: Final[tuple[DType, ...]] = get_args(DType)
 # library: the arithmetic of the library a family follows; exact: exact, rounded once
 Rounding = Literal["library", "exact"]
 ROUNDINGS: Final[tuple[Rounding, ...]] = get_args(Rounding)
-Rows = NDArray[np.floating]
 
 
 class Key(Protocol):
@@ -175,11 +176,6 @@ def rows(key: Key, start: int, stop: int) -> Rows:
     out = np.empty((stop - start, key.width), dtype=key.dtype)
     fill(key, start, [out])
     return out
-
-
-def joined(parts: Sequence[Rows]) -> Rows:
-    """Consecutive blocks of rows as one array (the block itself when there is one)."""
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def take(key: Key, positions: NDArray[np.int64]) -> Rows:

@@ -13,9 +13,9 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2 as pb
 
-from service.codecs.types import shown
 from service.errors import InvalidInput, InvalidParameter, Limit, MalformedBody
 from service.inference import wire
+from service.text import shown
 
 # The typed contents field a datatype's numbers may come in; FP16 has none (raw bytes only).
 CONTENTS: Final = {

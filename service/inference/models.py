@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
 from service import __version__, handlers
-from service.codecs.types import Format, Headers, shown
+from service.codecs.types import Format, Headers
 from service.encodings.additive import Additive
 from service.encodings.rotation import Rotation
 from service.errors import InvalidInput, InvalidParameter, ServiceError
@@ -23,6 +23,7 @@ from service.inference import wire
 from service.runtime import Runtime
 from service.schemas.rotary import RotaryApplyQuery
 from service.schemas.sinusoidal import ApplyQuery, BlockQuery
+from service.text import shown
 
 SERVER: Final = {"name": "positional-encodings", "version": __version__}
 EXTENSIONS: Final = ["binary_tensor_data"]

@@ -15,8 +15,9 @@ import orjson
 from numpy.typing import NDArray
 
 from service.codecs import json as json_codec
-from service.codecs.types import MAX_DIMS, Headers, fits, shown
+from service.codecs.types import MAX_DIMS, Headers, fits
 from service.errors import InvalidInput, Limit, MalformedBody
+from service.text import shown
 
 # The protocol's tensor types that the models take or give, as numpy reads their bytes
 # (the binary extension's tensors are little-endian, row-major).

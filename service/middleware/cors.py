@@ -26,7 +26,7 @@ from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.codecs.types import shown
+from service.text import shown
 from service.web.problems import problem
 
 METHODS: Final = ("GET", "HEAD", "POST")

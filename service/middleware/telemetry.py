@@ -17,6 +17,7 @@ from typing import Any, Final, TextIO
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.metrics import Telemetry
+from service.text import printable
 
 access_log = logging.getLogger("service.access")
 # in the scope of a request whose answer was cut off (service.server.pacing): counted as 499,
@@ -37,26 +38,6 @@ def _route(scope: Scope, status: int) -> str:
     if any(getattr(route, "path", None) == scope["path"] for route in routes):
         return str(scope["path"])
     return "unmatched"
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    return (
-        f"\\x{code:02x}"
-        if code < 0x100
-        else f"\\u{code:04x}"
-        if code < 0x10000
-        else f"\\U{code:08x}"
-    )
-
-
-def printable(text: str) -> str:
-    """``text`` for a text log line: control and other unprintable characters, quotes and
-    backslashes as escapes (``\\x0a``), so that no client can break a line, forge one or
-    send escape sequences to a terminal."""
-    if text.isprintable() and '"' not in text and "\\" not in text:
-        return text
-    return "".join(c if c.isprintable() and c not in '"\\' else _escape(c) for c in text)
 
 
 def format_access(record: dict[str, Any], as_json: bool) -> str:

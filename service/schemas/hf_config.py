@@ -12,9 +12,9 @@ from typing import Any, Final
 
 import orjson
 
-from service.codecs.types import shown
 from service.encodings import scalings
 from service.errors import InvalidInput, MalformedBody
+from service.text import shown
 
 # rope_type as configs spell it -> the service's scaling
 ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {

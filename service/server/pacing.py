@@ -32,8 +32,9 @@ from typing import Any, Final, cast
 from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from service.middleware.telemetry import CUT_OFF, printable
+from service.middleware.telemetry import CUT_OFF
 from service.server.edge import Edge
+from service.text import printable
 
 PIECE_BYTES: Final = 256 << 10
 # bytes a transport may hold for its client: a piece fills it up to this (one write for

@@ -27,6 +27,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from service.metrics import REFUSED
 from service.server.edge import edge_of
 from service.server.pacing import Pacer, Tally, limit_buffer
+from service.text import printable, shown
 
 MAX_TARGET_BYTES: Final = 8 << 10
 MAX_HEAD_BYTES: Final = 32 << 10
@@ -58,12 +59,6 @@ class _Lingering:
 
     def close(self) -> None:
         self._protocol._close_after_answer()
-
-
-def _printable(text: str, limit: int = 200) -> str:
-    """``text`` as printable ASCII, at most ``limit`` characters: it may quote the client."""
-    shown = "".join(c if " " <= c <= "~" else "?" for c in text[:limit])
-    return shown + ("..." if len(text) > limit else "")
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
@@ -111,7 +106,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _malformed(self, error: httptools.HttpParserError) -> str:
         cause = error.__context__ if isinstance(error, httptools.HttpParserCallbackError) else error
         known = isinstance(cause, httptools.HttpParserError)
-        detail = f"the request is not valid HTTP/1.1: {_printable(str(cause)) if known else '?'}"
+        said = shown(printable(str(cause)), 200) if known else "?"
+        detail = f"the request is not valid HTTP/1.1: {said}"
         # a failure of a callback of ours or uvicorn's is a bug: its traceback is logged
         self.logger.warning("Invalid HTTP request received: %s", detail, exc_info=not known)
         return detail

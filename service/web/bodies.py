@@ -14,7 +14,7 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 
 from service.codecs import raw
-from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat, shown
+from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat
 from service.errors import (
     ClientGone,
     Limit,
@@ -24,6 +24,7 @@ from service.errors import (
 )
 from service.limits import Reservation
 from service.runtime import Runtime
+from service.text import shown
 
 _BODY_TYPES = {MEDIA_TYPES[fmt]: fmt for fmt in BODY_FORMATS}
 # A raw body's dtype when neither X-Dtype nor the dtype parameter says (as a JSON body's).

@@ -18,9 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.app import create_app
 from service.metrics import RequestStats
-from service.middleware.telemetry import format_access, printable
+from service.middleware.telemetry import format_access
 from service.routes import ROUTERS
 from service.settings import Settings
+from service.text import printable
 from tests.support import (
     NPY,
     ROOT,
