@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from fastapi import Depends, FastAPI
-from starlette.routing import Match
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import __version__, preload
@@ -16,7 +16,7 @@ from service.inference.serving import grpc_serving
 from service.metrics import Telemetry
 from service.middleware.cors import Cors, blanket_headers
 from service.middleware.head import HeadAsGet
-from service.middleware.replay import Record, Replay
+from service.middleware.replay import Replay
 from service.middleware.telemetry import TelemetryMiddleware
 from service.routes import ROUTERS
 from service.runtime import Runtime
@@ -33,11 +33,11 @@ _DESCRIPTION: Final = (
 
 
 class ServiceApp(FastAPI):
-    """FastAPI behind the service's own outermost layers (``front``), from the outside in:
-    CORS (:mod:`service.middleware.cors`), which gives every answer its headers however it is made;
-    replay, which answers a repeated immutable request before any of the framework's
-    middleware, routing or validation runs; telemetry; and ``HEAD`` as ``GET``
-    (:mod:`service.middleware.head`)."""
+    """FastAPI behind the service's own outermost layers (``front``), from the outside in
+    (:mod:`service.middleware`): telemetry, which counts and logs every answer once; CORS,
+    which gives every answer its headers however it is made; replay, which answers a
+    repeated immutable request before any of the framework's middleware, routing or
+    validation runs; and ``HEAD`` as ``GET``."""
 
     def __init__(self, edge: Edge, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -89,33 +89,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         swagger_ui_oauth2_redirect_url=None,
     )
     telemetry = Telemetry(lambda: runtime.cache if (runtime := _runtime(app)) else None)
-    observed = TelemetryMiddleware(
-        HeadAsGet(app.front), telemetry, json_logs=settings.log_format == "json"
-    )
-    app.front = Replay(observed, cache=lambda: app.state.runtime.cache, record=observed.record)
-    if origins != frozenset():
-        app.front = Cors(app.front, origins, record=_routed(app, observed.record))
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.front = Replay(HeadAsGet(app.front), cache=lambda: app.state.runtime.cache)
+    if origins != frozenset():
+        app.front = Cors(app.front, origins)
+    # outermost: every answer, replayed or a preflight too, passes it once (no call-backs);
+    # a request no route took is labelled by the route its path names, if any
+    own = [route for route in app.router.routes if isinstance(route, Route)]  # /openapi.json
+    routes = [*own, *(route for router in ROUTERS for route in router.routes)]
+    app.front = TelemetryMiddleware(
+        app.front, telemetry, json_logs=settings.log_format == "json", routes=routes
+    )
     return app
 
 
 def _runtime(app: FastAPI) -> Runtime | None:
     return getattr(app.state, "runtime", None)
-
-
-def _routed(app: FastAPI, record: Record) -> Record:
-    """``record`` of a request answered in front of the framework (a CORS preflight), with
-    the route whose path it names, if any, for the telemetry's label."""
-    routes = [route for router in ROUTERS for route in router.routes]
-
-    def routed(scope: Scope, status: int, size: int, seconds: float) -> None:
-        scope["app"] = app  # the framework's own pages (/openapi.json) by their path
-        for route in routes:
-            if route.matches(scope)[0] is not Match.NONE:
-                scope["route"] = route
-                break
-        record(scope, status, size, seconds)
-
-    return routed

@@ -1,2 +1,2 @@
-"""The ASGI layers in front of the framework, from the outside in: CORS, replay, telemetry,
-``HEAD`` as ``GET``."""
+"""The ASGI layers in front of the framework, from the outside in: telemetry, CORS,
+replay, ``HEAD`` as ``GET``."""

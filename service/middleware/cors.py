@@ -15,13 +15,12 @@ layers inside it make (and replay keeps) never depends on the request's ``Origin
 A preflight (``OPTIONS`` with ``Access-Control-Request-Method``) is answered here: 204 with
 what may be sent (methods ``GET``, ``HEAD``, ``POST``; the request headers a client of this
 service needs), to be kept for two hours; or a 403 problem document that says what is not
-allowed. It is counted and logged as any other request (``record``).
+allowed. The telemetry around it counts and logs it as any other request.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -58,7 +57,6 @@ EXPOSED_HEADERS: Final = (
 MAX_AGE: Final = 7200
 _EXPOSE: Final = (b"access-control-expose-headers", ", ".join(EXPOSED_HEADERS).encode())
 _ANY: Final = (b"access-control-allow-origin", b"*")
-Record = Callable[[Scope, int, int, float], None]
 
 
 def blanket_headers(origins: frozenset[str] | None) -> tuple[tuple[bytes, bytes], ...]:
@@ -87,10 +85,9 @@ class Cors:
     """ASGI middleware: CORS for every answer of ``app`` and its preflights. ``origins``:
     None lets every origin read, else the origins (scheme://host[:port]) that may."""
 
-    def __init__(self, app: ASGIApp, origins: frozenset[str] | None, record: Record) -> None:
+    def __init__(self, app: ASGIApp, origins: frozenset[str] | None) -> None:
         self.app = app
         self.origins = origins
-        self.record = record
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -146,7 +143,6 @@ class Cors:
     async def _preflight(
         self, scope: Scope, receive: Receive, send: Send, origin: bytes, method: bytes
     ) -> None:
-        started = time.perf_counter()
         asked = [
             value for name, value in scope["headers"] if name == b"access-control-request-headers"
         ]
@@ -156,7 +152,6 @@ class Cors:
         if refusal is not None:
             answer = problem(403, refusal, headers={"vary": vary})
             await answer(scope, receive, send)
-            self.record(scope, 403, len(answer.body), time.perf_counter() - started)
             return
         allowed = b"*" if self.origins is None else origin
         headers = [
@@ -168,4 +163,3 @@ class Cors:
         ]
         await send({"type": "http.response.start", "status": 204, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
-        self.record(scope, 204, 0, time.perf_counter() - started)

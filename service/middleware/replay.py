@@ -12,7 +12,6 @@ Errors and anything else always take the full path.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -31,7 +30,6 @@ _OVERHEAD_BYTES: Final = 512  # the entry, its key and its header list, roughly
 # longer Accept / Accept-Encoding values are answered but not kept: no client needs them,
 # and each distinct one would keep another copy of an answer under a key as long
 MAX_KEYED_BYTES: Final = 512
-Record = Callable[[Scope, int, int, float], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,19 +58,17 @@ def _replayable(message: Message) -> str | None:
 
 
 class Replay:
-    """ASGI middleware, the outermost layer: a replayed answer reports itself to
-    ``record`` (telemetry: status, bytes, seconds) instead of passing through another."""
+    """ASGI middleware in front of the framework: a replayed answer names its route in the
+    scope, for the telemetry around it."""
 
     def __init__(
         self,
         app: ASGIApp,
         cache: Callable[[], Cache],
-        record: Record,
         max_body_bytes: int = 8 << 20,
     ) -> None:
         self.app = app
         self.cache = cache
-        self.record = record
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -94,23 +90,20 @@ class Replay:
             else:
                 await self._keep(scope, receive, send, cache, key)
             return
-        start = time.perf_counter()
         scope["route"] = kept.route
-        status, size = await self._replay(kept, fields.get(b"if-none-match"), send, head)
-        self.record(scope, status, size, time.perf_counter() - start)
+        await self._replay(kept, fields.get(b"if-none-match"), send, head)
 
     async def _replay(
         self, kept: Replayable, if_none_match: str | None, send: Send, head: bool
-    ) -> tuple[int, int]:
+    ) -> None:
         if matches(if_none_match, kept.etag):
             headers = [(k, v) for k, v in kept.headers if k in _KEEP_HEADERS]
             await send({"type": "http.response.start", "status": 304, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
-            return 304, 0
+            return
         body = b"" if head else kept.body  # a HEAD's: the headers alone
         await send({"type": "http.response.start", "status": 200, "headers": kept.headers})
         await send({"type": "http.response.body", "body": body})
-        return 200, len(body)
 
     async def _keep(
         self, scope: Scope, receive: Receive, send: Send, cache: Cache, key: tuple[object, ...]

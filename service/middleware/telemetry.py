@@ -12,8 +12,10 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, Final, TextIO
 
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.metrics import Telemetry
@@ -26,17 +28,17 @@ CUT_OFF: Final = "service.cut_off"
 CLIENT_GONE: Final = 499
 
 
-def _route(scope: Scope, status: int) -> str:
-    """The route template; the framework's own pages (/docs) by their path. Anything else
-    is "unmatched" (a redirect of an unknown path too): labels come from a closed set, as
-    a client could make up any number of paths."""
+def _route(scope: Scope, routes: Sequence[BaseRoute]) -> str:
+    """The route template: the one the framework (or replay) chose, else the route whose
+    path the request names (a preflight, answered in front of the framework; the framework's
+    own pages). Anything else is "unmatched" (a redirect of an unknown path too): labels
+    come from a closed set, as a client could make up any number of paths."""
     path = getattr(scope.get("route"), "path", None)
     if isinstance(path, str):
         return path
-    app = scope.get("app")
-    routes = getattr(app, "routes", ())
-    if any(getattr(route, "path", None) == scope["path"] for route in routes):
-        return str(scope["path"])
+    for route in routes:
+        if route.matches(scope)[0] is not Match.NONE:
+            return str(getattr(route, "path", "unmatched"))
     return "unmatched"
 
 
@@ -101,9 +103,15 @@ class TelemetryMiddleware:
     The access log is on when the ``service.access`` logger is enabled for INFO."""
 
     def __init__(
-        self, app: ASGIApp, telemetry: Telemetry, json_logs: bool, stream: TextIO | None = None
+        self,
+        app: ASGIApp,
+        telemetry: Telemetry,
+        json_logs: bool,
+        routes: Sequence[BaseRoute] = (),
+        stream: TextIO | None = None,
     ) -> None:
         self.app = app
+        self.routes = routes  # the app's, as they are added: labels of unrouted requests
         self.requests = telemetry.requests
         self.log = AccessLog(stream or sys.stdout, json_logs)
         self.logging = access_log.isEnabledFor(logging.INFO)
@@ -136,7 +144,7 @@ class TelemetryMiddleware:
 
     def record(self, scope: Scope, status: int, size: int, seconds: float) -> None:
         """Count, time and log one answered request."""
-        method, route = scope["method"], _route(scope, status)
+        method, route = scope["method"], _route(scope, self.routes)
         self.requests.observe(method, route, status, seconds)
         if self.logging:
             client = scope.get("client")
