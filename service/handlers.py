@@ -73,7 +73,7 @@ def check_table(limits: Limits, block: Block, fmt: Format, width_name: str) -> N
     """The limits a table request must be within, before anything is computed."""
     rows, cols = block.shape
     limits.table_rows(rows, block.key.width, block.max_len, width_name, registry.shift(block.key))
-    if fmt == "json":
+    if codecs.textual(fmt):
         limits.json_answer(rows * cols)
 
 
@@ -127,7 +127,9 @@ async def encoded(
     runtime: Runtime, fmt: Format, elements: int, nbytes: int, encode: Callable[[], Encoded]
 ) -> Encoded:
     """``encode()`` on the event loop when the answer is small, else in a worker thread."""
-    inline = elements <= _INLINE_JSON_ELEMENTS if fmt == "json" else nbytes <= _INLINE_BINARY_BYTES
+    inline = (
+        elements <= _INLINE_JSON_ELEMENTS if codecs.textual(fmt) else nbytes <= _INLINE_BINARY_BYTES
+    )
     return encode() if inline else await runtime.compute(elements, encode)
 
 
@@ -158,14 +160,14 @@ async def table(
 
 def _encode(fmt: Format, fields: Mapping[str, Any], parts: Parts, key: str, gzip: bool) -> Encoded:
     encoded = codecs.encode(fmt, fields, parts, key)
-    return codecs.gzip(encoded) if gzip and fmt == "json" else encoded
+    return codecs.gzip(encoded) if gzip and codecs.textual(fmt) else encoded
 
 
 def _encode_named(
     fmt: Format, fields: Mapping[str, Any], arrays: Mapping[str, Parts], gzip: bool
 ) -> Encoded:
     encoded = codecs.encode_named(fmt, fields, arrays)
-    return codecs.gzip(encoded) if gzip and fmt == "json" else encoded
+    return codecs.gzip(encoded) if gzip and codecs.textual(fmt) else encoded
 
 
 class Kernel(Protocol):
@@ -238,7 +240,7 @@ def apply_arrays(
     need), whatever the transport; ``in_place``: ``embeddings`` may be overwritten."""
     limits = runtime.limits
     positions = request.kernel.check(embeddings, position_ids)
-    if request.fmt == "json":
+    if codecs.textual(request.fmt):
         limits.json_answer(embeddings.size, hint="ask for format=npy")
     limits.row_width(int(embeddings.shape[-1]), "the embeddings' last axis")
     key = request.key(int(embeddings.shape[-1]), request.kernel.dtype(embeddings))

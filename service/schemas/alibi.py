@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from service import codecs
 from service.codecs.types import Format, TableFormat
 from service.encodings import alibi
 from service.encodings.alibi import Bias, Form
@@ -48,7 +49,7 @@ class SlopesQuery(BaseModel):
     def check(self, limits: Limits, fmt: Format) -> None:
         """The limits, before anything is computed."""
         limits.row_width(self.num_heads, "num_heads")
-        if fmt == "json":
+        if codecs.textual(fmt):
             limits.json_answer(self.num_heads)
 
     def describe(self) -> dict[str, Any]:
@@ -139,7 +140,7 @@ class BiasQuery(BaseModel):
         last = "the last position (max_len - 1 or key_len - 1)"
         limits.last_position(max(bias.max_len, keys) - 1, last)
         limits.rows(heads * rows, keys, "num_heads × rows × key_len")
-        if fmt == "json":
+        if codecs.textual(fmt):
             limits.json_answer(heads * rows * keys)
         if bias.dtype == "float16" and math.isinf(alibi.largest_magnitude(bias)):
             largest = alibi.largest_magnitude(dataclasses.replace(bias, dtype="float32"))

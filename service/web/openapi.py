@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from service import codecs
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS
 from service.schemas.common import ApplyBody, ApplyDocument, Problem
 from service.web.problems import PROBLEM_MEDIA_TYPE
@@ -46,7 +47,10 @@ def problems_of(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 def media(formats: tuple[str, ...]) -> dict[str, Any]:
     """The ``content`` of a response offered in ``formats`` (JSON described by its model)."""
-    return {MEDIA_TYPES[fmt]: {} if fmt == "json" else BINARY for fmt in formats}  # type: ignore[index]
+    return {
+        MEDIA_TYPES[fmt]: {} if codecs.textual(fmt) else BINARY  # type: ignore[arg-type, index]
+        for fmt in formats
+    }
 
 
 TABLE_MEDIA: Final = media(TABLE_FORMATS)

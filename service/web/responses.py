@@ -10,7 +10,7 @@ from typing import Any, Final
 from fastapi import Request, Response
 from starlette.types import Receive, Scope, Send
 
-from service import handlers
+from service import codecs, handlers
 from service.codecs import npz
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, Format
 from service.encodings.registry import DType, Key
@@ -95,14 +95,17 @@ def table_headers(
     and whether it is gzipped (JSON, large enough, welcome)."""
     raw = request.scope["headers"]
     gzip = (
-        chosen == "json"
+        codecs.textual(chosen)
         and elements >= handlers.GZIP_MIN_ELEMENTS
         and accepts_gzip(combined(raw, b"accept-encoding"))
     )
     headers = {"etag": table_etag(fields, chosen, gzip), "cache-control": IMMUTABLE}
     vary = [
         name
-        for name, varies in [("Accept", explicit is None), ("Accept-Encoding", chosen == "json")]
+        for name, varies in [
+            ("Accept", explicit is None),
+            ("Accept-Encoding", codecs.textual(chosen)),
+        ]
         if varies
     ]
     if vary:
@@ -158,7 +161,7 @@ async def apply_response(
             raise InvalidParameter(name, f"is for a raw body ({MEDIA_TYPES['raw']}) only")
     offered = (kind, *(other for other in FORMATS if other != kind))
     chosen = fmt or negotiate(combined(raw, b"accept"), offered)
-    gzip = chosen == "json" and accepts_gzip(combined(raw, b"accept-encoding"))
+    gzip = codecs.textual(chosen) and accepts_gzip(combined(raw, b"accept-encoding"))
     plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
     with reserving(runtime.posted) as reservation:
         body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
