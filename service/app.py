@@ -97,8 +97,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.front = Cors(app.front, origins)
     # outermost: every answer, replayed or a preflight too, passes it once (no call-backs);
     # a request no route took is labelled by the route its path names, if any
-    own = [route for route in app.router.routes if isinstance(route, Route)]  # /openapi.json
-    routes = [*own, *(route for router in ROUTERS for route in router.routes)]
+    # the routers' routes and the app's own (/openapi.json), each once, as they are now
+    candidates = [*app.router.routes, *(route for router in ROUTERS for route in router.routes)]
+    routes = list({id(r): r for r in candidates if isinstance(r, Route)}.values())
     app.front = TelemetryMiddleware(
         app.front, telemetry, json_logs=settings.log_format == "json", routes=routes
     )

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service import codecs
+from service.arrays import joined
 from service.cache import Cache
 from service.codecs.types import BodyFormat, Encoded, Format, Headers, Parts
 from service.encodings import registry
@@ -255,7 +256,7 @@ def rows_at(runtime: Runtime, key: Key, positions: NDArray[np.int64]) -> NDArray
     if not len(positions):
         return np.empty((0, key.width), key.dtype)
     rows, index = _rows_for(runtime.cache, runtime.limits, key, 0, 0, None, positions)
-    return registry.joined(rows)[index]
+    return joined(rows)[index]
 
 
 def _rows_for(

@@ -7,9 +7,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Final
 
 from service.errors import BodyTooLarge, Busy, Limit
 from service.settings import Settings
+
+# A piece of an answer left untaken this long makes its client a slow one: the pacing
+# (service.server.pacing) counts its answer in PE_SLOW_CLIENT_BYTES, and a large answer
+# gives back its permit (service.web.responses).
+PATIENCE: Final = 2.0
 
 
 class Budget:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from typing import Final
 
 import pytest
 
@@ -156,3 +157,21 @@ def test_only_the_start_up_reads_the_environments_settings() -> None:
 def test_the_codecs_import_nothing_of_the_encodings(path: str) -> None:
     """Wire formats know arrays (service.arrays), not families: a format is one module."""
     assert not {name for name in imports_of(path) if name.startswith("service.encodings")}
+
+
+# Each layer of docs/architecture.md, and what above it it must not import.
+ABOVE: Final = {
+    "service/web/": ("service.middleware", "service.server", "service.routes", "service.app"),
+    "service/middleware/": ("service.server", "service.routes", "service.app"),
+    "service/server/": ("service.routes", "service.app", "service.handlers", "service.web"),
+    "service/inference/": ("service.middleware", "service.server", "service.routes", "service.app"),
+    "service/schemas/": ("service.web", "service.middleware", "service.server", "service.routes"),
+}
+
+
+@pytest.mark.parametrize("folder", list(ABOVE))
+def test_the_layers_import_nothing_above_them(folder: str) -> None:
+    for path in SOURCES:
+        if path.startswith(folder):
+            above = {name for name in imports_of(path) if name.startswith(ABOVE[folder])}
+            assert not above, (path, above)

@@ -111,7 +111,7 @@ class TelemetryMiddleware:
         stream: TextIO | None = None,
     ) -> None:
         self.app = app
-        self.routes = routes  # the app's, as they are added: labels of unrouted requests
+        self.routes = routes  # labels of requests no route took (preflights)
         self.requests = telemetry.requests
         self.log = AccessLog(stream or sys.stdout, json_logs)
         self.logging = access_log.isEnabledFor(logging.INFO)

@@ -26,7 +26,8 @@ class Edge:
 
 def edge_of(app: Any) -> Edge:
     """The edge of the service's app, found through the layers uvicorn wraps it in (each
-    keeps the one inside as ``app``)."""
+    keeps the one inside as ``app``; a few at most, so the search stops at 16). The
+    protocol serves the service's app only: another app fails at its first connection."""
     seen = 0
     while app is not None and seen < 16:
         edge = getattr(app, "edge", None)

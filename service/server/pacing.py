@@ -32,6 +32,7 @@ from typing import Any, Final, cast
 from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
+from service.limits import PATIENCE
 from service.middleware.telemetry import CUT_OFF
 from service.server.edge import Edge
 from service.text import printable
@@ -41,8 +42,6 @@ PIECE_BYTES: Final = 256 << 10
 # an answer of up to 2 MiB: writing one answer in several pieces cost a quarter of the
 # throughput of cached 1 MiB answers), and the next piece waits while it holds more
 BUFFERED_BYTES: Final = 2 << 20
-# a piece left untaken this long makes its client a slow one
-PATIENCE: Final = 2.0
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,8 @@ from service.codecs import npz
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, Format
 from service.encodings.registry import DType, Key
 from service.errors import InvalidParameter
-from service.limits import reserving
+from service.limits import PATIENCE, reserving
 from service.runtime import Runtime
-from service.server.pacing import PATIENCE
 from service.web.bodies import body_format, raw_layout, read_posted
 from service.web.conditional import IMMUTABLE, fields_etag, matches
 from service.web.disconnect import unless_gone
@@ -29,7 +28,7 @@ _SEND_CHUNK_BYTES: Final = 1 << 20
 class PermitResponse(Response):
     """An answer that gives its permit back once it has been sent, or has failed, or as
     soon as its client turns out to be slow: a 1 MiB chunk not taken within
-    ``pacing.PATIENCE`` seconds. A slow reader keeps no one else waiting for a permit; the
+    ``limits.PATIENCE`` seconds. A slow reader keeps no one else waiting for a permit; the
     bytes it holds count against the slow clients' budget instead (:mod:`service.server.pacing`),
     which also cuts off clients that read too slowly."""
 
