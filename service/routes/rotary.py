@@ -4,26 +4,23 @@
 from __future__ import annotations
 
 import urllib.parse
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from service import handlers
 from service.codecs.types import Format
 from service.encodings import rotary
 from service.encodings.registry import DType, Rounding
 from service.encodings.rotation import Rotation
-from service.errors import InvalidInput, InvalidParameter, UnsupportedMediaType
-from service.limits import reserving
+from service.errors import InvalidParameter
 from service.schemas.hf_config import read_config, rotary_query
 from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
 from service.settings import POSITION_CEILING
 from service.web import openapi
-from service.web.bodies import body_format, read_posted
 from service.web.deps import RuntimeDep
-from service.web.negotiation import combined
+from service.web.documents import located, posted_document
 from service.web.responses import apply_response, table_response
 
 PATH: Final = "/v1/encodings/rotary"
@@ -117,33 +114,14 @@ async def from_config(
 ) -> Response:
     """The RoPE tables of a model, from its Hugging Face config.json; ``Content-Location``
     is the ``GET`` of the same table."""
-    raw = request.scope["headers"]
-    content_type = combined(raw, b"content-type")
-    if body_format(content_type) != "json":  # a config.json, never a batch
-        raise UnsupportedMediaType(content_type, ["application/json"])
-    with reserving(runtime.posted) as reservation:  # a config.json: a few KiB, while parsed
-        body = await read_posted(request, runtime, runtime.limits.config_bytes, reservation)
-        config = await runtime.compute(len(body), read_config, body)  # off the event loop
-    given = rotary_query(config)
+    given = rotary_query(await posted_document(request, runtime, read_config))
     asked = query.model_dump(exclude_none=True)
     given.update(asked)
     if "max_len" not in given:
         raise InvalidParameter("max_len", "the config has no max_position_embeddings: give max_len")
-    try:
+    with located(asked):
         table_query = RotaryTableQuery.model_validate(given)
         key = await _key(runtime, table_query)
-    except ValidationError as exc:
-        errors: list[Any] = [
-            {**e, "loc": ("query" if e["loc"][0] in asked else "body", *e["loc"])}
-            for e in exc.errors(include_url=False)
-        ]
-        raise RequestValidationError(errors) from None
-    except InvalidParameter as exc:
-        if isinstance(exc, InvalidInput) or exc.name in asked:
-            raise
-        raise InvalidInput(
-            exc.name, exc.extensions["errors"][0]["detail"]
-        ) from None  # the config's
     response = await _table(request, runtime, table_query, key)
     location = f"{PATH}?{urllib.parse.urlencode(given)}"
     if len(location) <= _MAX_LOCATION:  # longrope's factors can make it too long for a header
