@@ -142,7 +142,7 @@ def check_metrics_directory(environ: Mapping[str, str]) -> None:
         if name not in environ:
             continue
         path = environ[name]
-        what = f'{name}={path!r} (where several workers keep their metrics, README "Operations")'
+        what = f"{name}={path!r} (where several workers keep their metrics: docs/deploy.md)"
         if not path or not os.path.isdir(path):
             raise SettingsError(f"{what} is not a directory: name an empty one, or unset it")
         if not os.access(path, os.R_OK | os.W_OK | os.X_OK):

@@ -27,7 +27,7 @@ _ORIGIN: Final = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#\s,*]+")
 _SIZE: Final = re.compile(r"(?P<number>\d+)\s*(?:(?P<unit>[kmgt])i)?b?", re.IGNORECASE)
 _UNITS: Final = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 BYTES_FORM: Final = "an integer, or one with KiB, MiB, GiB or TiB (64KiB, 512MiB, 2GiB)"
-WHERE: Final = '(the settings: README, "Settings")'
+WHERE: Final = "(the settings: docs/settings.md)"
 
 
 def parse_bytes(value: object) -> object:

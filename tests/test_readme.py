@@ -38,7 +38,11 @@ from tests.support import (
     table_url,
 )
 
-README: Final = (ROOT / "README.md").read_text()
+# The README and the reference pages it leads to, read as one document.
+PAGES: Final = ("http-api", "explorer", "clients", "deploy", "settings", "performance", "testing")
+README: Final = "\n".join(
+    [(ROOT / "README.md").read_text(), *((ROOT / "docs" / f"{p}.md").read_text() for p in PAGES)]
+)
 RELIABILITY: Final = (ROOT / "RELIABILITY.md").read_text()
 BLANK: Final = "about:blank"
 

@@ -20,7 +20,7 @@ from service.encodings import registry
 from service.encodings.sinusoidal import SinusoidalKey
 from tests.support import ROOT
 
-README = ROOT / "README.md"
+README = ROOT / "docs" / "clients.md"
 DEFAULT = "127.0.0.1:8000"
 # PE[100, 7] of the paper's float32 table, as every snippet prints it
 PE_100_7 = registry.rows(SinusoidalKey(512), 100, 101)[0, 7]
@@ -30,7 +30,8 @@ def snippets(subsection: str, language: str) -> list[str]:
     """The ``language`` code blocks of ``### subsection`` of the README's "## Clients"."""
     text = README.read_text()
     clients = text[text.index("\n## Clients\n") :]
-    clients = clients[: clients.index("\n## ", 1)]
+    following_section = clients.find("\n## ", 1)
+    clients = clients if following_section < 0 else clients[:following_section]
     part = clients[clients.index(f"\n### {subsection}\n") :]
     following = part.find("\n### ", 1)
     part = part if following < 0 else part[:following]

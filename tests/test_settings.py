@@ -142,8 +142,8 @@ def test_an_unknown_name_is_one_line_with_the_nearest_setting(
     with pytest.raises(SettingsError) as caught:
         from_environment()
     assert str(caught.value) == (
-        "PE_CACHE_SIZE is not a setting; did you mean PE_CACHE_BYTES? (the settings: README, "
-        '"Settings")'
+        "PE_CACHE_SIZE is not a setting; did you mean PE_CACHE_BYTES? (the settings: "
+        "docs/settings.md)"
     )
 
 

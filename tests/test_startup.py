@@ -46,7 +46,7 @@ BAD = [
     ({"PE_CACHE_SIZE": "1"}, ["PE_CACHE_SIZE is not a setting", "did you mean PE_CACHE_BYTES?"]),
     ({"PE_PRELOADS": "4x4"}, ["PE_PRELOADS is not a setting", "did you mean PE_PRELOAD?"]),
     ({"PE_GRPC": "8001"}, ["PE_GRPC is not a setting", "did you mean PE_GRPC_PORT?"]),
-    ({"PE_COLOUR": "blue"}, ["PE_COLOUR is not a setting", 'README, "Settings"']),
+    ({"PE_COLOUR": "blue"}, ["PE_COLOUR is not a setting", "docs/settings.md"]),
     # malformed values: the variable, the value and the accepted form
     ({"PE_PORT": "80a"}, ["PE_PORT='80a' is not valid: an integer from 0 to 65535"]),
     ({"PE_PORT": "70000"}, ["PE_PORT='70000'", "from 0 to 65535"]),
