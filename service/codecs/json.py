@@ -76,10 +76,9 @@ CONTAINER_COST: Final = 8
 _FREE_CONTAINERS: Final = 64
 
 
-def check_containers(body: bytes | bytearray, end: int, numbers: Limit, what: str) -> None:
-    """The lists and objects in ``body[:end]``, counted before it is parsed (inside strings
-    too), each as :data:`CONTAINER_COST` numbers against ``numbers``."""
-    count = body.count(b"[", 0, end) + body.count(b"{", 0, end)
+def check_containers(count: int, numbers: Limit, what: str) -> None:
+    """The ``count`` lists and objects of a document, counted before it is parsed (inside
+    strings too), each as :data:`CONTAINER_COST` numbers against ``numbers``."""
     numbers.check(
         f"{what}'s lists and objects past the first {_FREE_CONTAINERS} (each counts as "
         f"{CONTAINER_COST} numbers)",
@@ -94,7 +93,7 @@ def decode(body: bytes | bytearray, numbers: Limit) -> dict[str, NDArray[Any]]:
     element type. At most ``numbers`` numbers are parsed. A field given twice is refused,
     where a JSON parser would quietly keep the last."""
     numbers.check("the JSON body's numbers", body.count(b",") + 1)
-    check_containers(body, len(body), numbers, "the JSON body")
+    check_containers(body.count(b"[") + body.count(b"{"), numbers, "the JSON body")
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
