@@ -1,12 +1,28 @@
 """The presets: the sinusoidal tables the libraries train with, one entry each, with the
-library functions each follows (``GET /v1/presets`` lists them)."""
+library functions each follows and the parameters each takes (``GET /v1/presets`` lists
+them). The wire's preset names and parameter fields are made from here."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Final
 
 from service.encodings import _library
+from service.encodings.parameters import (
+    BASE,
+    COS_FIRST,
+    FULL_TURNS,
+    MAX_FREQ,
+    MAX_TIMESCALE,
+    MAX_WAVELENGTH,
+    MIN_FREQ,
+    MIN_TIMESCALE,
+    PADDING_IDX,
+    SCALE,
+    START_INDEX,
+)
 from service.encodings.presets import (
     Param,
     Preset,
@@ -17,7 +33,6 @@ from service.encodings.presets import (
     timescales,
 )
 
-_BASE: Final = Param("base", 10000.0, "Wavelength base.")
 _HF: Final = "huggingface/transformers"
 _ROOT_D: Final = "sqrt(d_model)"
 TAU: Final = 2 * math.pi
@@ -42,7 +57,7 @@ PRESETS: Final[dict[str, Preset]] = {
             1,
             powers("base", lambda d: d),
             None,
-            (_BASE,),
+            (BASE,),
             _ROOT_D,
         ),
         Preset(
@@ -63,7 +78,7 @@ PRESETS: Final[dict[str, Preset]] = {
             2,
             powers("base", lambda d: d),
             _library.pytorch_tutorial,
-            (_BASE,),
+            (BASE,),
             _ROOT_D,
         ),
         Preset(
@@ -77,8 +92,9 @@ PRESETS: Final[dict[str, Preset]] = {
             2,
             powers("base", lambda d: d),
             _library.tf_tutorial,
-            (_BASE,),
+            (BASE,),
             _ROOT_D,
+            computes_in="float64",
         ),
         Preset(
             "tensor2tensor",
@@ -98,19 +114,16 @@ PRESETS: Final[dict[str, Preset]] = {
             1,
             timescales,
             _library.tensor2tensor,
-            (
-                Param("min_timescale", 1.0, "Shortest timescale."),
-                Param("max_timescale", 1.0e4, "Longest timescale."),
-                Param("start_index", 0, "Position of the first row."),
-            ),
+            (MIN_TIMESCALE, MAX_TIMESCALE, START_INDEX),
             _ROOT_D,
             "row r is position r + start_index",
-            shift="start_index",
+            shift=START_INDEX.name,
             # inv_k runs from min_ts to min_ts^2 / max_ts
             frequency=lambda p: max(
                 p["min_timescale"], p["min_timescale"] ** 2 / p["max_timescale"]
             ),
-            frequency_parameters=("min_timescale", "max_timescale"),
+            frequency_parameters=(MIN_TIMESCALE.name, MAX_TIMESCALE.name),
+            frequency_formula="max(min_timescale, min_timescale^2 / max_timescale)",
         ),
         Preset(
             "fairseq",
@@ -136,14 +149,10 @@ PRESETS: Final[dict[str, Preset]] = {
             4,
             halves,
             _library.fairseq,
-            (
-                Param(
-                    "padding_idx", 1, "Row that is all zeros; real tokens start at padding_idx + 1."
-                ),
-            ),
+            (PADDING_IDX,),
             _ROOT_D,
             "row r is position id r: the first token is padding_idx + 1",
-            zero_row="padding_idx",
+            zero_row=PADDING_IDX.name,
             first_row=lambda params: int(params["padding_idx"]) + 1,
         ),
         Preset(
@@ -160,7 +169,7 @@ PRESETS: Final[dict[str, Preset]] = {
             4,
             halves,
             _library.fairseq,
-            (Param("base", 10000.0, "max_timescale."),),
+            (replace(BASE, description="max_timescale."),),
         ),
         Preset(
             "musicgen",
@@ -179,7 +188,7 @@ PRESETS: Final[dict[str, Preset]] = {
             4,
             halves,
             _library.fairseq,
-            (_BASE,),
+            (BASE,),
         ),
         Preset(
             "marian",
@@ -198,8 +207,9 @@ PRESETS: Final[dict[str, Preset]] = {
             1,
             powers("base", lambda d: d),
             _library.marian,
-            (_BASE,),
+            (BASE,),
             _ROOT_D,
+            computes_in="float64",
         ),
         Preset(
             "keras",
@@ -218,12 +228,9 @@ PRESETS: Final[dict[str, Preset]] = {
             1,
             powers("max_wavelength", lambda d: d),
             _library.keras,
-            (
-                Param("max_wavelength", 10000.0, "Longest wavelength."),
-                Param("start_index", 0, "Position of the first row."),
-            ),
+            (MAX_WAVELENGTH, START_INDEX),
             positions="row r is position r + start_index",
-            shift="start_index",
+            shift=START_INDEX.name,
         ),
         Preset(
             "positional-encodings",
@@ -243,7 +250,7 @@ PRESETS: Final[dict[str, Preset]] = {
             1,
             powers("base", lambda d: 2 * math.ceil(d / 2)),
             _library.positional_encodings,
-            (_BASE,),
+            (BASE,),
         ),
         Preset(
             "mlx",
@@ -263,17 +270,29 @@ PRESETS: Final[dict[str, Preset]] = {
             2,
             frequency_range,
             _library.mlx,
-            (
-                Param("min_freq", 0.0001, "Lowest frequency."),
-                Param("max_freq", 1.0, "Highest frequency."),
-                Param("scale", None, "Factor on the table; default sqrt(2 / d_model)."),
-                Param("cos_first", False, "Cosines first."),
-                Param("full_turns", False, "Frequencies in turns: times 2 pi."),
-            ),
-            scale="scale",
+            (MIN_FREQ, MAX_FREQ, SCALE, COS_FIRST, FULL_TURNS),
+            scale=SCALE.name,
             # sigma_k runs from max_freq to min_freq (in turns with full_turns)
             frequency=lambda p: max(p["min_freq"], p["max_freq"]) * (TAU if p["full_turns"] else 1),
-            frequency_parameters=("min_freq", "max_freq", "full_turns"),
+            frequency_parameters=(MIN_FREQ.name, MAX_FREQ.name, FULL_TURNS.name),
+            frequency_formula="max(min_freq, max_freq) (times 2 pi with full_turns)",
         ),
     )
 }
+
+
+def parameters_of(presets: Iterable[Preset]) -> dict[str, Param]:
+    """Every preset's parameters by name, in the order they first appear: the wire's fields
+    (a preset may word one its own way, as whisper does base)."""
+    found: dict[str, Param] = {}
+    for param in (param for preset in presets for param in preset.params):
+        found.setdefault(param.name, param)
+    return found
+
+
+PARAMETERS: Final = parameters_of(PRESETS.values())
+
+
+def taking(name: str) -> tuple[str, ...]:
+    """The presets that take parameter ``name``, in the catalogue's order."""
+    return tuple(p.name for p in PRESETS.values() if any(q.name == name for q in p.params))

@@ -51,11 +51,18 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Param:
-    """A preset's own parameter, by the library's name for it."""
+    """A preset's own parameter, by the library's name for it: its type and the range it is
+    served in, its default and what ``GET /v1/presets`` says of it, and the text of its query
+    field (after the names of the presets that take it, which the catalogue gives)."""
 
     name: str
+    kind: type[float] | type[int] | type[bool]
     default: float | int | bool | None  # None: computed from d_model (mlx's scale)
     description: str
+    query: str | None  # None: the family's queries declare it (base, scale)
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +84,15 @@ class Preset:
     zero_row: str | None = None  # the parameter naming a zeroed row (padding_idx)
     scale: str | None = None  # the parameter the table is multiplied by (mlx)
     first_row: Callable[[Params], int] = field(default=lambda params: 0)
-    # the largest frequency the parameters give (radians a position), and those parameters,
-    # where they can pass MAX_FREQUENCY; the other rules keep every frequency at most 1
+    # the largest frequency the parameters give (radians a position), those parameters, and
+    # the formula GET /v1/presets writes, where they can pass MAX_FREQUENCY; the other rules
+    # keep every frequency at most 1
     frequency: Callable[[Params], float] | None = None
     frequency_parameters: tuple[str, ...] = ()
+    frequency_formula: str = ""
+    # what the library computes in, where it has its own arithmetic (float64: rounded to
+    # float32 once at the end)
+    computes_in: Literal["float32", "float64"] = "float32"
 
     def sines(self, d: int) -> int:
         """How many sine columns (and frequencies) a width-``d`` table has."""

@@ -3,46 +3,48 @@ tables, the pictures and apply), and the ``GET /v1/presets`` document."""
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from service.encodings import presets
+from service.encodings import parameters, presets
+from service.encodings.catalogue import PARAMETERS, PRESETS, taking
 from service.encodings.registry import DType, Rounding
 from service.encodings.sinusoidal import SinusoidalKey, preset_key
-from service.settings import POSITION_CEILING
 
-# |scale| of an mlx table at most this (and at most what its dtype holds)
-SCALE_LIMIT: Final = 1e30
+SCALE_LIMIT: Final = parameters.SCALE_LIMIT
 
-PresetName = Literal[
-    "vaswani",
-    "pytorch-tutorial",
-    "tf-tutorial",
-    "tensor2tensor",
-    "fairseq",
-    "whisper",
-    "musicgen",
-    "marian",
-    "keras",
-    "positional-encodings",
-    "mlx",
-]
-# the presets' own parameters, each taken by the presets that list it
-PRESET_PARAMETERS = (
-    "min_timescale",
-    "max_timescale",
-    "start_index",
-    "padding_idx",
-    "max_wavelength",
-    "min_freq",
-    "max_freq",
-    "cos_first",
-    "full_turns",
-)
+# The names and parameters are the catalogue's, so the models are made when this module is
+# imported. mypy cannot read a Literal or fields made at run time: under TYPE_CHECKING it
+# sees a name as a str and the hand-written base classes (code reads the parameters by
+# name, through given()); at run time pydantic sees the Literal and the made models, so
+# validation errors and the OpenAPI document name each preset and range.
+if TYPE_CHECKING:
+    PresetName = str
+else:
+    PresetName = Literal[tuple(PRESETS)]
+# the presets' own parameters with query fields, each taken by the presets that list it
+PRESET_PARAMETERS: Final = tuple(name for name, p in PARAMETERS.items() if p.query is not None)
 
 
-class PresetFields(BaseModel):
+def parameter_fields(names: tuple[str, ...], *, query: bool) -> dict[str, Any]:
+    """``create_model``'s definitions of the parameters ``names``, each optional (``None``:
+    not given): with ``query``, the range and the description of a query field."""
+    fields: dict[str, Any] = {}
+    for name in names:
+        param = PARAMETERS[name]
+        if not query:
+            fields[name] = (param.kind | None, None)
+            continue
+        description = f"{', '.join(taking(name))}: {param.query}"
+        fields[name] = (
+            param.kind | None,
+            Field(None, ge=param.ge, gt=param.gt, le=param.le, description=description),
+        )
+    return fields
+
+
+class _PresetFields(BaseModel):
     """Which convention's table: a preset, its rounding, and its own parameters (each is
     refused by a preset that does not take it)."""
 
@@ -59,42 +61,6 @@ class PresetFields(BaseModel):
         "float32), as the model saw it; exact: the preset's formula, rounded once. The same "
         "for vaswani.",
     )
-    min_timescale: float | None = Field(
-        None,
-        ge=1e-30,
-        le=presets.MAX_FREQUENCY,
-        description="tensor2tensor: default 1. It is the largest frequency (with "
-        "min_timescale^2 / max_timescale): at most 16 radians a position.",
-    )
-    max_timescale: float | None = Field(
-        None, ge=1e-30, le=1e30, description="tensor2tensor: default 10000."
-    )
-    start_index: int | None = Field(
-        None,
-        ge=0,
-        le=POSITION_CEILING,
-        description="tensor2tensor, keras: position of row 0; default 0.",
-    )
-    padding_idx: int | None = Field(
-        None,
-        ge=0,
-        le=POSITION_CEILING,
-        description="fairseq: the row that is all zeros; real tokens start at padding_idx + 1; "
-        "default 1.",
-    )
-    max_wavelength: float | None = Field(None, gt=1, le=1e30, description="keras: default 10000.")
-    min_freq: float | None = Field(
-        None, ge=1e-30, le=presets.MAX_FREQUENCY, description="mlx: 0.0001. At most 16."
-    )
-    max_freq: float | None = Field(
-        None,
-        ge=1e-30,
-        le=presets.MAX_FREQUENCY,
-        description="mlx: 1. At most 16, or 16 / (2 pi) with full_turns (the largest "
-        "frequency is at most 16 radians a position).",
-    )
-    cos_first: bool | None = Field(None, description="mlx: cosines first; default false.")
-    full_turns: bool | None = Field(None, description="mlx: frequencies times 2 pi; false.")
 
     def given(self) -> dict[str, Any]:
         """The presets' parameters as given (``None``: not given)."""
@@ -114,6 +80,18 @@ class PresetFields(BaseModel):
         without its width, dtype and layout (vaswani: its base only, as before presets)."""
         fields = key.query().items()
         return {k: v for k, v in fields if k not in ("d_model", "dtype", "layout")}
+
+
+if TYPE_CHECKING:
+    PresetFields = _PresetFields
+else:
+    PresetFields = create_model(
+        "PresetFields",
+        __base__=_PresetFields,
+        __module__=__name__,
+        __doc__=_PresetFields.__doc__,
+        **parameter_fields(PRESET_PARAMETERS, query=True),
+    )
 
 
 class PresetSource(BaseModel):
@@ -172,8 +150,8 @@ _ODD: Final = {
     "reject": "refused (422): the library has no odd widths",
 }
 _ROUNDING: Final = {
-    "tf-tutorial": "float64, rounded to float32 once at the end",
-    "marian": "float64, rounded to float32 once at the end",
+    "float32": "float32, in the library's order of operations",
+    "float64": "float64, rounded to float32 once at the end",
 }
 
 
@@ -182,7 +160,7 @@ def document(preset: presets.Preset) -> PresetDocument:
     library = (
         "the same as exact: the library computes in float64 and rounds once"
         if preset.library is None
-        else _ROUNDING.get(preset.name, "float32, in the library's order of operations")
+        else _ROUNDING[preset.computes_in]
     )
     return PresetDocument(
         name=preset.name,
@@ -194,51 +172,36 @@ def document(preset: presets.Preset) -> PresetDocument:
         odd_d_model=_ODD[preset.odd],
         min_d_model=preset.min_d,
         parameters=[
-            PresetParameter(
-                name=p.name, default=p.default, description=p.description, **_range(p.name)
-            )
+            PresetParameter(name=p.name, default=p.default, description=p.description, **_range(p))
             for p in preset.params
         ],
         positions=preset.positions,
         library_rounding=library,
         embedding_scale=preset.embed_scale,
-        first_row="padding_idx + 1" if preset.zero_row else "0",
-        constraints=_CONSTRAINTS.get(preset.name, []),
+        first_row=f"{preset.zero_row} + 1" if preset.zero_row else "0",
+        constraints=_constraints(preset),
     )
 
 
-# The ranges of the parameters that are not PresetFields' (the tables' base and scale).
-_OTHER_RANGES: Final[dict[str, dict[str, float]]] = {
-    "base": {"exclusive_minimum": 1.0},
-    "scale": {"minimum": -SCALE_LIMIT, "maximum": SCALE_LIMIT},
-}
-_SHIFTED: Final = "start_index + max_len - 1, the last position, is at most PE_MAX_POSITION"
-_CONSTRAINTS: Final = {
-    "tensor2tensor": [
-        "the largest frequency, max(min_timescale, min_timescale^2 / max_timescale), is at "
-        "most 16 radians a position",
-        _SHIFTED,
-    ],
-    "keras": [_SHIFTED],
-    "mlx": [
-        "the largest frequency, max(min_freq, max_freq) (times 2 pi with full_turns), is at "
-        "most 16 radians a position",
-        "|scale| is at most the dtype's largest number (float16: 65504)",
-    ],
-}
+def _constraints(preset: presets.Preset) -> list[str]:
+    """The rules between ``preset``'s parameters, beside each one's range."""
+    rules = []
+    if preset.frequency_formula:
+        rules.append(
+            f"the largest frequency, {preset.frequency_formula}, is at most "
+            f"{presets.MAX_FREQUENCY:g} radians a position"
+        )
+    if preset.shift:
+        rules.append(f"{preset.shift} + max_len - 1, the last position, is at most PE_MAX_POSITION")
+    if preset.scale:
+        rules.append(f"|{preset.scale}| is at most the dtype's largest number (float16: 65504)")
+    return rules
 
 
-def _range(name: str) -> dict[str, float]:
-    """A parameter's range as the wire model declares it (``ge``, ``gt``, ``le``)."""
-    if name in _OTHER_RANGES:
-        return _OTHER_RANGES[name]
-    found: dict[str, float] = {}
-    for rule in PresetFields.model_fields[name].metadata:
-        for attribute, key in (("ge", "minimum"), ("gt", "exclusive_minimum"), ("le", "maximum")):
-            value = getattr(rule, attribute, None)
-            if value is not None:
-                found[key] = float(value)
-    return found
+def _range(param: presets.Param) -> dict[str, float]:
+    """A parameter's range as ``GET /v1/presets`` states it."""
+    bounds = {"minimum": param.ge, "exclusive_minimum": param.gt, "maximum": param.le}
+    return {key: float(bound) for key, bound in bounds.items() if bound is not None}
 
 
 def vars_of(source: presets.Source) -> dict[str, str]:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
 from service.codecs.types import Format, TableFormat
 from service.encodings import presets
-from service.encodings.catalogue import PRESETS
+from service.encodings.catalogue import PARAMETERS, PRESETS
 from service.encodings.registry import DType, Rounding
 from service.encodings.sinusoidal import DEFAULT_BASE, Layout, SinusoidalKey
 from service.schemas.common import Colormap, Height, RawBodyFields, Width, below, within
-from service.schemas.presets import SCALE_LIMIT, PresetFields, PresetName
+from service.schemas.presets import SCALE_LIMIT, PresetFields, PresetName, parameter_fields
 
 
 class RowsQuery(BaseModel):
@@ -214,24 +214,30 @@ class ApplyHttpQuery(RawBodyFields, ApplyQuery):
     """The HTTP route's parameters: :class:`ApplyQuery`'s, and a raw body's shape and dtype."""
 
 
-class TableDocument(BaseModel):
-    """A table (or a block of one) as JSON."""
-
+class _TableHead(BaseModel):
     max_len: int
     d_model: int
     preset: PresetName | None = Field(None, description="Absent for vaswani.")
     rounding: Rounding | None = Field(None, description="Absent for vaswani.")
     base: float | None = Field(None, description="Where the preset takes a base.")
-    min_timescale: float | None = None
-    max_timescale: float | None = None
-    start_index: int | None = None
-    padding_idx: int | None = None
-    max_wavelength: float | None = None
-    min_freq: float | None = None
-    max_freq: float | None = None
-    scale: float | None = None
-    cos_first: bool | None = None
-    full_turns: bool | None = None
+
+
+# The presets' other parameters, after base, are the catalogue's: made at run time, as
+# PresetFields' are (mypy sees the head alone).
+if TYPE_CHECKING:
+    _TableParameters = _TableHead
+else:
+    _TableParameters = create_model(
+        "_TableParameters",
+        __base__=_TableHead,
+        __module__=__name__,
+        **parameter_fields(tuple(name for name in PARAMETERS if name != "base"), query=False),
+    )
+
+
+class TableDocument(_TableParameters):
+    """A table (or a block of one) as JSON."""
+
     layout: presets.Arrangement
     dtype: DType
     start: int
