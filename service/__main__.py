@@ -70,9 +70,11 @@ def checked_settings() -> Settings:
     a :class:`SettingsError` of one line."""
     settings = from_environment()
     from service import preload
+    from service.routes import FAMILIES
+    from service.web.families import readers
 
     try:
-        preload.checked(settings)
+        preload.checked(settings, readers(FAMILIES))
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     check_metrics_directory(os.environ)

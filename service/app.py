@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -18,13 +18,14 @@ from service.middleware.cors import Cors, blanket_headers
 from service.middleware.head import HeadAsGet
 from service.middleware.replay import Replay
 from service.middleware.telemetry import TelemetryMiddleware
-from service.routes import ROUTERS
+from service.routes import FAMILIES, ROUTERS
 from service.runtime import Runtime
 from service.server import supervision
 from service.server.edge import Edge
 from service.settings import Settings, from_environment
 from service.web import problems
 from service.web.deps import single_valued
+from service.web.families import Declared, readers, router
 
 _DESCRIPTION: Final = (
     "Every `GET` operation answers `HEAD` too: the same status and headers, no body. "
@@ -51,13 +52,16 @@ class ServiceApp(FastAPI):
         await self.front(scope, receive, send)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The service, configured by ``settings`` (by default, from the environment).
+def create_app(
+    settings: Settings | None = None, families: Sequence[Declared[Any, Any]] = ()
+) -> FastAPI:
+    """The service, configured by ``settings`` (by default, from the environment), with
+    ``families`` served beside :data:`service.routes.FAMILIES` (a test's).
 
     Raises ``ValueError`` for a ``PE_PRELOAD`` that is malformed or over the limits.
     """
     settings = from_environment() if settings is None else settings
-    tables = preload.checked(settings)
+    tables = preload.checked(settings, readers([*FAMILIES, *families]))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,15 +94,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     telemetry = Telemetry(lambda: runtime.cache if (runtime := _runtime(app)) else None)
     problems.install(app)
-    for router in ROUTERS:
-        app.include_router(router)
+    routers = [*ROUTERS, *map(router, families)]
+    for each in routers:
+        app.include_router(each)
     app.front = Replay(HeadAsGet(app.front), cache=lambda: app.state.runtime.cache)
     if origins != frozenset():
         app.front = Cors(app.front, origins)
     # outermost: every answer, replayed or a preflight too, passes it once (no call-backs);
     # a request no route took is labelled by the route its path names, if any
     # the routers' routes and the app's own (/openapi.json), each once, as they are now
-    candidates = [*app.router.routes, *(route for router in ROUTERS for route in router.routes)]
+    candidates = [*app.router.routes, *(route for each in routers for route in each.routes)]
     routes = list({id(r): r for r in candidates if isinstance(r, Route)}.values())
     app.front = TelemetryMiddleware(
         app.front, telemetry, json_logs=settings.log_format == "json", routes=routes

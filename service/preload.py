@@ -1,10 +1,13 @@
 """``PE_PRELOAD``: the tables computed at start-up, parsed once into family keys and rows,
-and computed into the cache before the service says it is ready."""
+and computed into the cache before the service says it is ready. An item is a sinusoidal
+table's short form (``MAXLENxDMODEL[@BASE][:LAYOUT][:DTYPE]``) or any cached family's
+``NAME?QUERY``, its ``GET``'s query string (a comma inside a value written ``%2C``)."""
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -18,7 +21,9 @@ from service.runtime import Runtime
 from service.settings import Settings
 
 logger = logging.getLogger("service")
-SYNTAX: Final = "MAXLENxDMODEL[@BASE][:LAYOUT][:DTYPE]"
+SYNTAX: Final = "MAXLENxDMODEL[@BASE][:LAYOUT][:DTYPE] or NAME?QUERY"
+# a family's name -> its reader of a GET's query string: the key and the rows from 0
+Reader = Callable[[str], tuple[Key, int]]
 _ITEM: Final = re.compile(
     r"(?P<max_len>\d+)x(?P<d_model>\d+)(?:@(?P<base>[^:]+))?(?P<rest>(?::\w+)*)"
 )
@@ -32,11 +37,16 @@ class Preload:
     rows: int
 
 
-def parse(text: str) -> list[Preload]:
-    """``512x512,2048x1024@10000:split:float64`` as table specifications; ``ValueError``
-    naming the item that is not ``MAXLENxDMODEL[@BASE][:LAYOUT][:DTYPE]``."""
+def parse(text: str, readers: Mapping[str, Reader] | None = None) -> list[Preload]:
+    """``512x512,2048x1024@10000:split:float64,rotary?max_len=8192&head_dim=128`` as table
+    specifications (``readers``: the families' query readers, by name); ``ValueError``
+    naming the item that is neither form, or that its family refuses."""
     tables = []
     for item in filter(None, (part.strip() for part in text.split(","))):
+        name, mark, query = item.partition("?")
+        if mark:
+            tables.append(_read(item, name, query, readers or {}))
+            continue
         match = _ITEM.fullmatch(item)
         if match is None:
             raise ValueError(f"PE_PRELOAD: {item!r} is not {SYNTAX}")
@@ -62,9 +72,22 @@ def parse(text: str) -> list[Preload]:
     return tables
 
 
-def checked(settings: Settings) -> list[Preload]:
+def _read(item: str, name: str, query: str, readers: Mapping[str, Reader]) -> Preload:
+    """A ``NAME?QUERY`` item, read by its family's reader."""
+    if name not in readers:
+        raise ValueError(f"PE_PRELOAD: {item!r}: no family {name!r} ({', '.join(readers)})")
+    try:
+        key, rows = readers[name](query)
+    except ServiceError as exc:
+        raise ValueError(f"PE_PRELOAD: {item!r}: {exc.detail}") from None
+    except ValueError as exc:  # pydantic's ValidationError too: one line of it
+        raise ValueError(f"PE_PRELOAD: {item!r}: {' '.join(str(exc).split())}") from None
+    return Preload(key, rows)
+
+
+def checked(settings: Settings, readers: Mapping[str, Reader] | None = None) -> list[Preload]:
     """``PE_PRELOAD``'s tables, parsed and checked (``ValueError`` otherwise)."""
-    tables = parse(settings.preload)
+    tables = parse(settings.preload, readers)
     check(tables, Limits.of(settings), settings.cache_bytes)
     return tables
 

@@ -1,117 +1,72 @@
-"""The family seam: a stub family (one numpy module's worth: a key, ``fill``, ``take``) and
-one thin route get the cache, formats, validators, 304s, replay, limits, the cache listing
-and the client with no other change."""
+"""The family seam: each stub family in ``tests/seam/`` (one per shape: rows cached by
+pages, named arrays per row, a block computed per request, positions of several axes and
+not integers, a key from a posted document) is one new file, registered by one line
+below, and gets its routes, formats, validators, 304s, replay, limits, the cache listing,
+preload and the client with no other change."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Annotated
+import io
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import numpy as np
+import orjson
 import pytest
-from fastapi import APIRouter, Query, Request, Response
 from numpy.typing import NDArray
 from posenc_client import Client
-from pydantic import BaseModel, ConfigDict, Field
 
-from service import handlers
 from service.app import create_app
-from service.codecs.types import TableFormat
-from service.encodings import registry
-from service.encodings.registry import DType, Family, Rows
+from service.codecs.types import MEDIA_TYPES
 from service.settings import Settings
-from service.web.deps import RuntimeDep
-from service.web.responses import table_response
-from tests.support import assert_problem, cache_stats, in_process, load
+from tests.seam import distances, grid, levels, phases, ramp
+from tests.support import assert_problem, cache_stats, in_process, load, npy_bytes
 
-PATH = "/v1/encodings/ramp"
-
-
-# -- the numpy module: row p of the table is p, p + step, p + 2 step, ... -------------
+# the registration: one line a family
+STUBS = (ramp.TABLE, phases.TABLE, distances.TABLE, grid.TABLE, levels.TABLE)
+RAMP = "/v1/encodings/ramp"
 
 
-@dataclass(frozen=True, slots=True)
-class RampKey:
-    width: int
-    step: float = 1.0
-    dtype: DType = "float32"
-
-
-def fill(key: RampKey, start: int, out: Sequence[Rows]) -> None:
-    columns = np.arange(key.width) * key.step
-    for part in out:
-        part[...] = np.arange(start, start + len(part))[:, None] + columns
-        start += len(part)
-
-
-def take(key: RampKey, positions: NDArray[np.int64]) -> Rows:
-    out = np.empty((len(positions), key.width), dtype=key.dtype)
-    out[...] = positions[:, None] + np.arange(key.width) * key.step
-    return out
-
-
-# -- the route module ---------------------------------------------------------------------
-
-
-class RampQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_len: int = Field(ge=1)
-    width: int = Field(ge=1)
-    step: float = 1.0
-    dtype: DType = "float32"
-    start: int = Field(0, ge=0)
-    stop: int | None = None
-    dim_start: int = Field(0, ge=0)
-    dim_stop: int | None = None
-    format: TableFormat | None = None
-
-
-router = APIRouter()
-
-
-@router.get(PATH)
-async def get_ramp(
-    query: Annotated[RampQuery, Query()], request: Request, runtime: RuntimeDep
-) -> Response:
-    stop = query.stop or query.max_len
-    key = RampKey(query.width, query.step, query.dtype)
-    columns = query.dim_stop or query.width
-    block = handlers.Block(key, query.start, stop, query.dim_start, columns, query.max_len)
-    return await table_response(request, runtime, block, query.model_dump(), query.format, "width")
-
-
-# -- what it gets -------------------------------------------------------------------------
-
-
-@pytest.fixture
+@pytest.fixture(scope="module")
 def http() -> Iterator[httpx.Client]:
-    with registry.registered(Family("ramp", RampKey, fill, take)):
-        app = create_app(Settings(max_elements=1 << 16))
-        app.include_router(router)
-        with in_process(app) as client:
-            yield client
+    settings = Settings(max_elements=1 << 16, preload="ramp?max_len=1000&width=3")
+    with in_process(create_app(settings, families=STUBS)) as client:
+        yield client
 
 
-def ramp(start: int, stop: int, width: int) -> NDArray[np.float64]:
+def ramp_rows(start: int, stop: int, width: int) -> NDArray[np.float64]:
     return np.arange(start, stop)[:, None] + np.arange(width, dtype=np.float64)
 
 
+def test_the_stubs_touch_nothing_of_the_service() -> None:
+    source = "".join(path.read_text() for path in Path("service").rglob("*.py"))
+    for stub in STUBS:
+        assert f'"{stub.family.name}"' not in source
+        assert stub.resource == f"/v1/encodings/{stub.family.name}"
+
+
+# -- rows cached by pages ---------------------------------------------------------------
+
+
 def test_a_stub_family_is_served_in_every_format(http: httpx.Client) -> None:
-    for fmt in ("json", "npy", "raw"):
-        response = http.get(f"{PATH}?max_len=3000&width=5&start=2990&format={fmt}")
+    for fmt in ("json", "npy", "raw", "safetensors"):
+        response = http.get(f"{RAMP}?max_len=3000&width=5&start=2990&format={fmt}")
         assert response.status_code == 200, response.text
-        assert np.array_equal(load(response), ramp(2990, 3000, 5))
+        if fmt != "safetensors":
+            assert np.array_equal(load(response), ramp_rows(2990, 3000, 5))
         assert response.headers["cache-control"] == "public, max-age=31536000, immutable"
+    head = http.head(f"{RAMP}?max_len=3000&width=5&start=2990&format=npy")
+    assert head.status_code == 200
+    assert head.content == b""
 
 
 def test_it_is_paged_cached_listed_and_replayed(http: httpx.Client) -> None:
-    url = f"{PATH}?max_len=100000&width=8&start=99990&format=npy"
+    url = f"{RAMP}?max_len=100000&width=8&start=99990&format=npy"
     first = http.get(url)
     stats = cache_stats(http)
-    (table,) = stats["tables"]
+    (table,) = [t for t in stats["tables"] if t["key"].get("width") == 8]
     assert table["family"] == "ramp"
     assert table["key"] == {"width": 8, "step": 1.0, "dtype": "float32"}
     assert table["pages"] == 1  # the page holding rows 99,990 .. 99,999, not the rows before
@@ -123,10 +78,199 @@ def test_it_is_paged_cached_listed_and_replayed(http: httpx.Client) -> None:
 
 
 def test_its_limits_name_its_width(http: httpx.Client) -> None:
-    assert_problem(http.get(f"{PATH}?max_len=100000&width=8"), 422, "rows × width")
-    assert_problem(http.get(f"{PATH}?max_len=4294967296&width=8&stop=3"), 422, "PE_MAX_POSITION")
+    assert_problem(http.get(f"{RAMP}?max_len=100000&width=8"), 422, "rows × width")
+    assert_problem(http.get(f"{RAMP}?max_len=4294967296&width=8&stop=3"), 422, "PE_MAX_POSITION")
+
+
+def test_it_is_preloaded_by_its_query(http: httpx.Client) -> None:
+    for _ in range(200):
+        if http.get("/readyz").status_code == 200:
+            break
+        time.sleep(0.05)
+    tables = cache_stats(http)["tables"]
+    preloaded = [t for t in tables if t["key"] == {"width": 3, "step": 1.0, "dtype": "float32"}]
+    assert preloaded
+    assert preloaded[0]["pages"] >= 1
+
+
+def test_a_preload_its_family_refuses_is_one_line() -> None:
+    with pytest.raises(ValueError, match=r"PE_PRELOAD: 'ramp\?max_len=0&width=3': .*max_len"):
+        create_app(Settings(preload="ramp?max_len=0&width=3"), families=STUBS)
+    with pytest.raises(ValueError, match="no family 'nothing'"):
+        create_app(Settings(preload="nothing?max_len=3"), families=STUBS)
 
 
 def test_the_client_asks_for_it_by_its_parameters(http: httpx.Client) -> None:
     table = Client(http=http).encoding("ramp", 50, start=45, width=4, step=0.5)
     assert np.array_equal(table, np.arange(45, 50)[:, None] + 0.5 * np.arange(4))
+
+
+def test_its_routes_are_in_the_openapi_document(http: httpx.Client) -> None:
+    paths = http.get("/openapi.json").json()["paths"]
+    assert paths[RAMP]["get"]["operationId"] == "getRamp"
+    assert paths["/v1/encodings/phases/positions"]["post"]["operationId"] == "getPhasesAt"
+    assert (
+        paths["/v1/encodings/levels/from-config"]["post"]["operationId"] == "getLevelsFromDocument"
+    )
+
+
+# -- several named arrays per row --------------------------------------------------------
+
+
+def phase_rows(positions: NDArray[np.int64], pairs: int) -> NDArray[np.float32]:
+    return phases.take(phases.PhaseKey(pairs), positions)
+
+
+def test_named_arrays_are_members_or_stacked(http: httpx.Client) -> None:
+    url = "/v1/encodings/phases?max_len=12&pairs=3&start=4"
+    expected = phase_rows(np.arange(4, 12), 3)
+    document = http.get(url + "&format=json").json()
+    assert np.array_equal(np.array(document["cos"], np.float32), expected[:, :3])
+    assert np.array_equal(np.array(document["sin"], np.float32), expected[:, 3:])
+    with np.load(io.BytesIO(http.get(url + "&format=npz").content)) as archive:
+        assert sorted(archive.files) == ["cos", "sin"]
+        assert np.array_equal(archive["sin"], expected[:, 3:])
+    stacked = load(http.get(url + "&format=npy"))
+    assert stacked.shape == (2, 8, 3)
+    assert np.array_equal(stacked[0], expected[:, :3])
+    assert Client(http=http).encoding("phases", 12, pairs=3, start=4).shape == (2, 8, 3)
+
+
+def test_rows_at_posted_positions_keep_the_names(http: httpx.Client) -> None:
+    ids = [[3, 1, 40000], [0, 7, 2]]
+    answer = http.post(
+        "/v1/encodings/phases/positions?max_len=1&pairs=2&format=npz",
+        content=orjson.dumps({"position_ids": ids}),
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["cache-control"] == "no-store"
+    expected = phase_rows(np.array(ids).ravel(), 2).reshape(2, 3, 4)
+    with np.load(io.BytesIO(answer.content)) as archive:
+        assert np.array_equal(archive["cos"], expected[..., :2])
+        assert np.array_equal(archive["sin"], expected[..., 2:])
+
+
+def test_posted_positions_are_checked(http: httpx.Client) -> None:
+    url = "/v1/encodings/phases/positions?max_len=1&pairs=2"
+    json = {"content-type": "application/json"}
+    assert_problem(
+        http.post(url, content=b'{"position_ids": [-1]}', headers=json), 422, "non-negative"
+    )
+    assert_problem(
+        http.post(url, content=b'{"position_ids": [1.5]}', headers=json), 422, "integers"
+    )
+    assert_problem(http.post(url, content=b'{"ids": [1]}', headers=json), 422, "ids")
+    assert_problem(
+        http.post(url, content=b'{"position_ids": [4294967296]}', headers=json),
+        422,
+        "PE_MAX_POSITION",
+    )
+    assert_problem(
+        http.post(url, content=b'{"position_ids": [[[1]]]}', headers=json), 422, "(L) or (B, L)"
+    )
+    floats = npy_bytes(np.array([0.5]))
+    assert_problem(
+        http.post(url, content=floats, headers={"content-type": MEDIA_TYPES["npy"]}),
+        422,
+        "integers",
+    )
+    assert http.post(url, content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+
+
+# -- computed per request ----------------------------------------------------------------
+
+
+def test_a_block_computed_per_request_has_its_own_shape(http: httpx.Client) -> None:
+    url = "/v1/encodings/distances?max_len=6&key_len=4&start=2&scale=0.5&format=npy"
+    first = http.get(url)
+    expected = np.abs(np.arange(2, 6)[:, None] - np.arange(4)) * 0.5
+    assert np.array_equal(load(first), expected.astype(np.float32))
+    raw = http.get(url.replace("npy", "raw"))
+    assert raw.headers["x-shape"] == "4,4"
+    assert all(t["family"] != "distances" for t in cache_stats(http)["tables"])
+    hits = cache_stats(http)["response_hits"]
+    assert http.get(url).content == first.content
+    assert cache_stats(http)["response_hits"] == hits + 1
+    assert http.get(url, headers={"if-none-match": first.headers["etag"]}).status_code == 304
+
+
+def test_its_limits_and_bound_hold(http: httpx.Client) -> None:
+    assert_problem(http.get("/v1/encodings/distances?max_len=1000&key_len=1000"), 422, "key_len")
+    too_large = http.get("/v1/encodings/distances?max_len=3&key_len=3&scale=1e39&format=npy")
+    assert_problem(too_large, 422, "scale")
+
+
+# -- positions of several axes, not integers -----------------------------------------------
+
+
+def test_a_grid_is_served_by_rows_and_at_coordinates(http: httpx.Client) -> None:
+    key = grid.GridKey(2, 5)
+    table = load(http.get("/v1/encodings/grid?height=3&columns=5&pairs=2&format=npy"))
+    assert table.shape == (15, 8)
+    assert np.array_equal(table[7], grid.at(key, np.array([[1.0], [2.0]]))[0])
+    coordinates = np.array([[[0.25, 1.5, 2.0]], [[3.75, 0.0, 1e6]]])  # (2, B=1, L=3)
+    answer = http.post(
+        "/v1/encodings/grid/positions?height=3&columns=5&pairs=2&format=npy",
+        content=npy_bytes(coordinates),
+        headers={"content-type": MEDIA_TYPES["npy"]},
+    )
+    assert answer.status_code == 200, answer.text
+    rows = load(answer)
+    assert rows.shape == (1, 3, 8)
+    assert np.array_equal(rows[0], grid.at(key, coordinates.reshape(2, 3)))
+
+
+def test_coordinates_are_checked(http: httpx.Client) -> None:
+    url = "/v1/encodings/grid/positions?height=3&columns=5&pairs=2"
+    npy = {"content-type": MEDIA_TYPES["npy"]}
+    one_axis = http.post(url, content=npy_bytes(np.array([1.0, 2.0])), headers=npy)
+    assert_problem(one_axis, 422, "position_ids", "(2, L) or (2, B, L)")
+    nan = http.post(url, content=npy_bytes(np.array([[np.nan], [1.0]])), headers=npy)
+    assert_problem(nan, 422, "finite")
+    far = http.post(url, content=npy_bytes(np.array([[1e12], [1.0]])), headers=npy)
+    assert_problem(far, 422, "PE_MAX_POSITION")
+
+
+# -- a key from a posted document -----------------------------------------------------------
+
+
+def test_a_key_from_a_posted_document(http: httpx.Client) -> None:
+    document = orjson.dumps({"hidden": 3, "factor": 0.5, "positions": 10, "other": "kept out"})
+    json = {"content-type": "application/json"}
+    answer = http.post(
+        "/v1/encodings/levels/from-config?start=8&format=npy", content=document, headers=json
+    )
+    assert answer.status_code == 200, answer.text
+    assert np.array_equal(load(answer), np.repeat([[4.0], [4.5]], 3, axis=1))
+    location = answer.headers["content-location"]
+    again = http.get(location)
+    assert again.content == answer.content
+    assert again.headers["etag"] == answer.headers["etag"]
+    shorter = http.post(
+        "/v1/encodings/levels/from-config?max_len=2&format=npy", content=document, headers=json
+    )
+    assert load(shorter).shape == (2, 3)
+
+
+def test_a_document_is_refused_where_its_values_came_from(http: httpx.Client) -> None:
+    json = {"content-type": "application/json"}
+    url = "/v1/encodings/levels/from-config"
+    missing = http.post(url, content=b'{"hidden": 3}', headers=json)
+    assert_problem(missing, 422, "max_len", "no positions")
+    wrong = http.post(url, content=b'{"hidden": 0, "positions": 4}', headers=json)
+    problem = assert_problem(wrong, 422, "width")
+    assert problem["errors"][0]["in"] == "body"  # the document said it, not the query
+    overridden = http.post(url + "?max_len=0", content=b'{"hidden": 3}', headers=json)
+    assert assert_problem(overridden, 422, "max_len")["errors"][0]["in"] == "query"
+    assert http.post(url, content=b"[", headers=json).status_code == 400
+    assert http.post(url, content=b"{}", headers={"content-type": "text/plain"}).status_code == 415
+
+
+def test_the_real_families_are_declared_on_the_same_seam() -> None:
+    from service.routes import FAMILIES
+
+    names = [declared.family.name for declared in FAMILIES]
+    assert names == ["sinusoidal", "rotary", "alibi-slopes", "alibi"]
+    assert FAMILIES[1].family.arrays == ("cos", "sin")
+    assert all(d.family.block is not None for d in FAMILIES[2:])

@@ -84,3 +84,51 @@ def test_a_preload_the_cache_cannot_keep_stops_start_up() -> None:
     # the same tables fit a budget their pages fit
     roomy = Settings(preload="1024x512,16x16", cache_bytes=4 << 20)
     preload.check(preload.parse(roomy.preload), Limits.of(roomy), roomy.cache_bytes)
+
+
+def test_any_cached_family_is_preloaded_by_its_query_string() -> None:
+    from service.routes import FAMILIES
+    from service.web.families import readers
+
+    tables = preload.parse(
+        "rotary?max_len=64&head_dim=8&scaling=longrope&short_factor=1%2C1%2C1%2C1&long_factor=2%2C2%2C2%2C2"
+        "&original_max_position_embeddings=32&factor=2,"
+        "sinusoidal?max_len=16&d_model=4&preset=fairseq",
+        readers(FAMILIES),
+    )
+    rotary, sinusoidal = tables
+    assert rotary.rows == 64
+    assert rotary.key == FAMILIES[1].key(
+        FAMILIES[1].query(
+            max_len=64,
+            head_dim=8,
+            scaling="longrope",
+            short_factor="1,1,1,1",
+            long_factor="2,2,2,2",
+            original_max_position_embeddings=32,
+            factor=2,
+        )
+    )
+    assert sinusoidal.rows == 16
+    assert sinusoidal.key == FAMILIES[0].key(
+        FAMILIES[0].query(max_len=16, d_model=4, preset="fairseq")
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        pytest.param("alibi?num_heads=8&max_len=4", "computed per request", id="per-request"),
+        pytest.param("rotary?max_len=64", "head_dim", id="missing"),
+        pytest.param("rotary?max_len=64&head_dim=8&head_dim=16", "more than once", id="repeated"),
+        pytest.param("rotary?max_len=64&head_dim=7", "head_dim", id="refused-by-the-key"),
+    ],
+)
+def test_a_family_query_it_refuses_is_one_line(text: str, words: str) -> None:
+    from service.routes import FAMILIES
+    from service.web.families import readers
+
+    with pytest.raises(ValueError, match="PE_PRELOAD") as caught:
+        preload.parse(text, {"alibi": FAMILIES[3].preloaded, **readers(FAMILIES)})
+    assert words in str(caught.value)
+    assert "\n" not in str(caught.value)

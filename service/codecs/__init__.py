@@ -30,6 +30,7 @@ class Reading:
     numbers: Limit
     layout: tuple[tuple[int, ...], str] | None = None
     hold: Callable[[int], None] | None = None
+    archive: Any = None  # an npz body already opened (its directory read once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +83,7 @@ CODECS: Final[dict[Format, Codec]] = {
             **{name: joined(parts) for name, parts in arrays.items()}
         ),
         decode=lambda body, reading: npz.decode(
-            body, reading.size, APPLY_MEMBERS, APPLY_MEMBERS[:1], reading.hold
+            body, reading.size, APPLY_MEMBERS, APPLY_MEMBERS[:1], reading.hold, reading.archive
         ),
     ),
     "raw": Codec(
@@ -132,11 +133,12 @@ def decode(
     numbers: Limit,
     layout: tuple[tuple[int, ...], str] | None = None,
     hold: Callable[[int], None] | None = None,
+    archive: Any = None,
 ) -> dict[str, NDArray[Any]]:
     """An apply body in ``kind``: ``embeddings``, and ``position_ids`` if it has them.
     ``size`` bounds a decompressed ``npz`` (``hold`` is told of its bytes as they are
     made), ``numbers`` a JSON body; ``layout`` is a raw body's shape and dtype."""
-    return CODECS[kind].decode(body, Reading(size, numbers, layout, hold))
+    return CODECS[kind].decode(body, Reading(size, numbers, layout, hold, archive))
 
 
 def gzip(encoded: Encoded) -> Encoded:

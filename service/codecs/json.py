@@ -92,23 +92,7 @@ def decode(body: bytes | bytearray, numbers: Limit) -> dict[str, NDArray[Any]]:
     (``position_ids`` only when given); ``dtype`` (default float32) is the embeddings'
     element type. At most ``numbers`` numbers are parsed. A field given twice is refused,
     where a JSON parser would quietly keep the last."""
-    numbers.check("the JSON body's numbers", body.count(b",") + 1)
-    check_containers(body.count(b"[") + body.count(b"{"), numbers, "the JSON body")
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        if str(exc).startswith("depth limit exceeded"):
-            raise MalformedBody(
-                f"not valid JSON: nested too deeply ({exc}); embeddings have at most "
-                f"{MAX_DIMS} dimensions"
-            ) from None
-        raise MalformedBody(f"not valid JSON (NaN and Infinity are not JSON): {exc}") from None
-    if not isinstance(document, dict):
-        raise InvalidInput("body", 'must be a JSON object: {"embeddings": [...]}')
-    _refuse_repeated_fields(body)
-    unknown = sorted(set(document) - set(BODY_FIELDS))
-    if unknown:
-        raise InvalidInput(shown(unknown[0]), f"is not a field ({', '.join(BODY_FIELDS)})")
+    document = _document(body, numbers, BODY_FIELDS, 'must be a JSON object: {"embeddings": [...]}')
     if "embeddings" not in document:
         raise InvalidInput("embeddings", "is required")
     dtype = document.get("dtype", "float32")
@@ -118,6 +102,42 @@ def decode(body: bytes | bytearray, numbers: Limit) -> dict[str, NDArray[Any]]:
     if document.get("position_ids") is not None:
         arrays["position_ids"] = integers(document["position_ids"], "position_ids")
     return arrays
+
+
+def positions(body: bytes | bytearray, numbers: Limit, whole: bool) -> NDArray[Any]:
+    """``{"position_ids": [...]}`` as an array: integers (int64) when ``whole``, else any
+    finite numbers (float64); bounded as :func:`decode`'s bodies are."""
+    fields = ("position_ids",)
+    document = _document(body, numbers, fields, 'must be a JSON object: {"position_ids": [...]}')
+    if document.get("position_ids") is None:
+        raise InvalidInput("position_ids", "is required")
+    value = document["position_ids"]
+    return integers(value, "position_ids") if whole else floats(value, "position_ids", "float64")
+
+
+def _document(
+    body: bytes | bytearray, numbers: Limit, fields: tuple[str, ...], shape: str
+) -> dict[str, Any]:
+    """The JSON object ``body`` holds, its numbers and containers counted before it is
+    parsed, its fields among ``fields``, none given twice (``shape``: what it must be)."""
+    numbers.check("the JSON body's numbers", body.count(b",") + 1)
+    check_containers(body.count(b"[") + body.count(b"{"), numbers, "the JSON body")
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):
+            raise MalformedBody(
+                f"not valid JSON: nested too deeply ({exc}); arrays have at most "
+                f"{MAX_DIMS} dimensions"
+            ) from None
+        raise MalformedBody(f"not valid JSON (NaN and Infinity are not JSON): {exc}") from None
+    if not isinstance(document, dict):
+        raise InvalidInput("body", shape)
+    _refuse_repeated_fields(body)
+    unknown = sorted(set(document) - set(fields))
+    if unknown:
+        raise InvalidInput(shown(unknown[0]), f"is not a field ({', '.join(fields)})")
+    return document
 
 
 def _refuse_repeated_fields(body: bytes | bytearray) -> None:

@@ -53,22 +53,68 @@ def encode(**arrays: NDArray[Any]) -> Encoded:
     return {"content-type": MEDIA_TYPES["npz"]}, buffer.getvalue()
 
 
+class _View(io.RawIOBase):
+    """A body read in place, as zipfile reads a file (``io.BytesIO`` would copy it)."""
+
+    def __init__(self, view: memoryview) -> None:
+        super().__init__()
+        self._view, self._at = view, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._view = memoryview(b"")  # the body may be resized once the archive is closed
+        super().close()
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        origin = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: len(self._view)}[whence]
+        if origin + offset < 0:
+            raise ValueError(f"negative seek value {origin + offset}")  # as io.BytesIO
+        self._at = origin + offset
+        return self._at
+
+    def readinto(self, buffer: Any) -> int:
+        piece = self._view[self._at : self._at + len(buffer)]
+        buffer[: len(piece)] = piece
+        self._at += len(piece)
+        return len(piece)
+
+
+def opened(body: Buffer) -> zipfile.ZipFile:
+    """The archive, its end record checked and its central directory read (once: a body's
+    :func:`unpacked_size` and :func:`decode` share it); :class:`MalformedBody` if it is not
+    one."""
+    view = memoryview(body)
+    _check_directory(view)
+    try:
+        return zipfile.ZipFile(_View(view))
+    except _DAMAGED as exc:
+        raise MalformedBody(f"not a readable .npz archive: {_damage(exc)}") from None
+
+
 def decode(
     body: Buffer,
     size: Limit,
     members: tuple[str, ...],
     required: tuple[str, ...],
     hold: Callable[[int], None] | None = None,
+    archive: zipfile.ZipFile | None = None,
 ) -> dict[str, NDArray[Any]]:
     """The arrays of an archive whose members are among ``members`` (``required`` ones
     present), holding at most ``size`` bytes once decompressed. ``hold`` is told of the
     decompressed bytes as they are made, before they are kept (the posted-bytes budget
     counts what exists, never what the archive's directory declares); it may refuse them
-    by raising."""
-    _check_directory(memoryview(body))
+    by raising. ``archive``: the body already :func:`opened`."""
     data: dict[str, bytearray] = {}
     try:
-        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        with archive or opened(body) as archive:
             found = _members(archive.infolist(), members, required)
             room = size.value
             for name, info in found.items():
@@ -97,20 +143,16 @@ def _read(
     return out
 
 
-def unpacked_size(body: Buffer) -> int:
+def unpacked_size(body: Buffer | zipfile.ZipFile) -> int:
     """The bytes the archive's members hold once decompressed, as its central directory
-    declares them (zipfile yields no more than a member declares): read from the archive's
-    tail alone (its end records, a comment and the directory, at most 129 KiB), not from a
-    copy of it all; 0 for an archive :func:`decode` refuses. A client's word only: it
-    chooses a lane for the work, and reserves nothing."""
-    view = memoryview(body)
+    declares them (zipfile yields no more than a member declares), read in place; 0 for
+    an archive :func:`decode` refuses. A client's word only: it chooses a lane for the
+    work, and reserves nothing."""
     try:
-        _check_directory(view)
-        tail = view[-(_MAX_DIRECTORY + (65 << 10)) :].tobytes()
-        with zipfile.ZipFile(io.BytesIO(tail)) as archive:
-            return sum(info.file_size for info in archive.infolist()[: MAX_MEMBERS + 1])
-    except (MalformedBody, *_DAMAGED):
+        archive = body if isinstance(body, zipfile.ZipFile) else opened(body)
+    except MalformedBody:
         return 0
+    return sum(info.file_size for info in archive.infolist()[: MAX_MEMBERS + 1])
 
 
 def _check_directory(body: memoryview) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.encodings import _exact
-from service.encodings.registry import DType, Rounding
+from service.encodings.registry import Bound, DType, Family, Rounding, register
 
 Form = Literal["causal", "bloom", "symmetric"]
 FORMS: Final[tuple[Form, ...]] = get_args(Form)
@@ -234,3 +234,64 @@ def block(bias: Bias) -> NDArray[np.floating]:
         windows = np.lib.stride_tricks.sliding_window_view(table, keys, axis=1)
         np.copyto(out, windows[:, ::-1, :])
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class SlopesKey:
+    """The slopes of ``num_heads`` heads: one row of ``num_heads`` numbers."""
+
+    num_heads: int
+    rounding: Rounding = "library"
+    dtype: DType = "float32"
+
+    @property
+    def width(self) -> int:
+        return self.num_heads
+
+
+@dataclass(frozen=True, slots=True)
+class BiasKey:
+    """The biases of ``max_len`` queries against ``key_len`` keys: a query row holds
+    ``num_heads × key_len`` numbers."""
+
+    num_heads: int
+    max_len: int
+    key_len: int
+    form: Form = "causal"
+    rounding: Rounding = "library"
+    dtype: DType = "float32"
+
+    @property
+    def width(self) -> int:
+        return self.num_heads * self.key_len
+
+    def rows(self, start: int, stop: int) -> Bias:
+        """Query rows ``start .. stop-1``."""
+        heads, length, keys, form = self.num_heads, self.max_len, self.key_len, self.form
+        return Bias(heads, length, keys, form, start, stop, self.rounding, self.dtype)
+
+
+def _bias_bound(key: BiasKey) -> Bound:
+    largest = largest_magnitude(key.rows(0, key.max_len))
+    return Bound(largest, ("num_heads", "max_len", "key_len"), masked=True)
+
+
+# Computed per request: each entry is one product, and a repeat is replayed whole.
+SLOPES: Final = register(
+    Family(
+        "alibi-slopes",
+        SlopesKey,
+        block=lambda key, start, stop: slopes(key.num_heads, key.rounding, key.dtype),
+        shape=lambda key, start, stop: (key.num_heads,),
+        bound=lambda key: Bound(1.0, ("num_heads",)),
+    )
+)
+BIAS: Final = register(
+    Family(
+        "alibi",
+        BiasKey,
+        block=lambda key, start, stop: block(key.rows(start, stop)),
+        shape=lambda key, start, stop: key.rows(start, stop).shape,
+        bound=_bias_bound,
+    )
+)

@@ -1,10 +1,14 @@
 """The families of encodings, found by their key type.
 
 A family is a frozen key type (everything that changes its values, with the ``width`` of
-a row and its ``dtype``) and two functions on it: ``fill``, which writes consecutive rows
-into arrays the caller owns, and ``take``, which computes the rows of scattered positions
-with the same bits. Everything else (the cache, the table and apply pipelines, replay,
-pictures, preload) works from a key through this module, never from a family's name.
+a row and its ``dtype``) and either two functions on it, ``fill``, which writes
+consecutive rows into arrays the caller owns, and ``take``, which computes the rows of
+scattered positions with the same bits (a table kept in the cache by pages of rows); or
+one, ``block``, which computes a block of any shape per request (ALiBi's biases: each
+entry one product, not worth keeping). A row may hold several named arrays side by side
+(rotary's ``cos`` and ``sin``). Everything else (the cache, the table and apply pipelines,
+replay, pictures, preload) works from a key through this module, never from a family's
+name.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class Bound:
 
     largest: float
     parameters: tuple[str, ...]
+    # entries of -inf are masks, not overflow (ALiBi's causal biases)
+    masked: bool = False
 
 
 # Entries are rounded to their dtype: float16 carries 11 bits, so a value at the bound
@@ -63,21 +69,37 @@ class Bound:
 _ROUNDING: Final = 1 + 2.0**-9
 
 
+def _rows_shape(key: Key, start: int, stop: int) -> tuple[int, ...]:
+    return stop - start, key.width
+
+
 @dataclass(frozen=True, slots=True)
 class Family(Generic[K]):
-    """One family: its name (its routes' and listings' name), its key type, its two
-    functions, the bound its entries keep, and the position its row 0 is (a preset's
-    ``start_index``: positions are bounded by ``PE_MAX_POSITION`` after the shift)."""
+    """One family: its name (its routes' and listings' name), its key type, its functions
+    (``fill`` and ``take`` for a cached table; ``block`` for one computed per request,
+    with the ``shape`` of rows ``start .. stop-1``), the bound its entries keep, the
+    position its row 0 is (a preset's ``start_index``: positions are bounded by
+    ``PE_MAX_POSITION`` after the shift), and the names of the arrays a row holds side by
+    side, each of equal width (none: one array)."""
 
     name: str
     key: type[K]
-    fill: Callable[[K, int, Sequence[Rows]], None]
-    take: Callable[[K, NDArray[np.int64]], Rows]
+    fill: Callable[[K, int, Sequence[Rows]], None] | None = None
+    take: Callable[[K, NDArray[np.int64]], Rows] | None = None
     bound: Callable[[K], Bound] = field(default=lambda key: Bound(math.inf, ()))
     shift: Callable[[K], int] = field(default=lambda key: 0)
     # what preparing the key costs before its first row (its frequencies), in table
     # numbers; 0 once done: it counts in the work that chooses the lane
     preparation: Callable[[K], int] = field(default=lambda key: 0)
+    arrays: tuple[str, ...] = ()
+    block: Callable[[K, int, int], NDArray[np.floating]] | None = None
+    shape: Callable[[K, int, int], tuple[int, ...]] = _rows_shape
+
+    def __post_init__(self) -> None:
+        if (self.block is None) == (self.fill is None or self.take is None):
+            raise TypeError(f"family {self.name}: give fill and take, or block")
+        if self.arrays and self.block is not None:
+            raise TypeError(f"family {self.name}: named arrays are split from rows")
 
 
 _FAMILIES: dict[type[Any], Family[Any]] = {}
@@ -127,11 +149,48 @@ def key_bytes(key: Key) -> int:
     return sum(size(getattr(key, name)) for name in key.__dataclass_fields__)
 
 
+def per_request(key: Key) -> bool:
+    """Whether ``key``'s blocks are computed per request (never kept in the cache)."""
+    return family_of(key).block is not None
+
+
+def shape(key: Key, start: int, stop: int) -> tuple[int, ...]:
+    """The shape of the answer of rows ``start .. stop-1`` (all columns) of ``key``."""
+    return family_of(key).shape(key, start, stop)
+
+
+def arrays(key: Key) -> tuple[str, ...]:
+    """The names of the arrays a row of ``key`` holds side by side (none: one array)."""
+    return family_of(key).arrays
+
+
+def split(key: Key, parts: Sequence[Rows]) -> dict[str, list[Rows]]:
+    """Blocks of rows as the blocks of each of the row's named arrays (views)."""
+    names = family_of(key).arrays
+    width = parts[0].shape[1] // len(names) if parts else 0
+    return {
+        name: [part[:, i * width : (i + 1) * width] for part in parts]
+        for i, name in enumerate(names)
+    }
+
+
+def block(key: Key, start: int, stop: int) -> NDArray[np.floating]:
+    """The block of rows ``start .. stop-1`` of a family computed per request; checked."""
+    family = family_of(key)
+    if family.block is None:
+        raise TypeError(f"family {family.name} is a cached table: use fill")
+    out = family.block(key, start, stop)
+    check(family, key, out)
+    return out
+
+
 def fill(key: Key, start: int, out: Sequence[Rows]) -> None:
     """Rows ``start, start+1, ...`` of ``key``'s table written into ``out``, one array after
     the other (each ``(rows, key.width)`` of ``key.dtype``, C order); checked
     (:func:`check`)."""
     family = family_of(key)
+    if family.fill is None:
+        raise TypeError(f"family {family.name} is computed per request: use block")
     family.fill(key, start, out)
     for part in out:
         check(family, key, part)
@@ -157,7 +216,11 @@ def check(family: Family[Any], key: Key, rows: Rows) -> None:
         return
     bound = family.bound(key)
     limit = bound.largest * _ROUNDING
-    high, low = float(rows.max()), float(rows.min())
+    high = float(rows.max())
+    if bound.masked:  # the least entry that is not a mask (one byte an entry, for a pass)
+        low = float(np.min(rows, where=rows != -np.inf, initial=np.inf))
+    else:
+        low = float(rows.min())
     if high <= limit and -low <= limit:
         return
     worst = high if not high <= limit else low
@@ -169,6 +232,12 @@ def check(family: Family[Any], key: Key, rows: Rows) -> None:
         f"within ±{bound.largest:g}: change them (or ask for float64)",
         also=names[1:],
     )
+
+
+def checked(key: Key, rows: Rows) -> Rows:
+    """``rows`` of ``key``'s family, however computed, once :func:`check` passes them."""
+    check(family_of(key), key, rows)
+    return rows
 
 
 def rows(key: Key, start: int, stop: int) -> Rows:
@@ -183,6 +252,8 @@ def take(key: Key, positions: NDArray[np.int64]) -> Rows:
     rows of the whole table, computed without the rows between them; checked
     (:func:`check`)."""
     family = family_of(key)
+    if family.take is None:
+        raise TypeError(f"family {family.name} is computed per request: use block")
     out = family.take(key, positions)
     check(family, key, out)
     return out

@@ -233,12 +233,6 @@ def take(key: RotaryKey, positions: NDArray[np.int64]) -> Rows:
     return out
 
 
-def split(key: RotaryKey, parts: Sequence[Rows]) -> dict[str, list[Rows]]:
-    """Blocks of a table's rows as their ``cos`` and ``sin`` blocks (views)."""
-    pieces = [halves(key, part) for part in parts]
-    return {"cos": [c for c, _ in pieces], "sin": [s for _, s in pieces]}
-
-
 def bound(key: RotaryKey) -> Bound:
     """Cosines and sines times the attention factor; the scaling's parameters share the
     blame for entries past it."""
@@ -254,4 +248,6 @@ def preparation(key: RotaryKey) -> int:
     return _rope_exact.preparation(key.scaling, key.base, key.rotary_dim, key.params)
 
 
-FAMILY: Final = register(Family("rotary", RotaryKey, fill, take, bound, preparation=preparation))
+FAMILY: Final = register(
+    Family("rotary", RotaryKey, fill, take, bound, preparation=preparation, arrays=("cos", "sin"))
+)

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
-from service import __version__, handlers
+from service import __version__, batches
 from service.codecs.types import Format, Headers
 from service.encodings.additive import Additive
 from service.encodings.rotation import Rotation
@@ -138,11 +138,11 @@ def _encodings(
     limits.rows(positions.size, query.d_model, "positions × d_model")
     if json_output:
         limits.json_answer(positions.size * query.d_model, hint="ask for binary_data")
-    rows = handlers.rows_at(runtime, query.key(), positions.astype(np.int64))
+    rows = batches.rows_at(runtime, query.key(), positions.astype(np.int64))
     return [wire.Tensor("encodings", wire.NAMES[rows.dtype.name], rows)]
 
 
-def _applied(kernel: Callable[[Any], handlers.Kernel]) -> Run:
+def _applied(kernel: Callable[[Any], batches.Kernel]) -> Run:
     """The run of an apply model: the embeddings with its kernel applied."""
 
     def run(
@@ -154,9 +154,9 @@ def _applied(kernel: Callable[[Any], handlers.Kernel]) -> Run:
         query = _validated(model, request.parameters)
         offset = query.first_row() if isinstance(query, ApplyQuery) else query.offset
         fmt: Format = "json" if json_output else "raw"
-        plan = handlers.Apply("npy", fmt, False, kernel(query), query.key, offset, query.max_len)
+        plan = batches.Apply("npy", fmt, False, kernel(query), query.key, offset, query.max_len)
         in_place = embeddings.flags.writeable
-        result = handlers.apply_arrays(runtime, embeddings, position_ids, plan, in_place)
+        result = batches.apply_arrays(runtime, embeddings, position_ids, plan, in_place)
         return [wire.Tensor("embeddings", wire.NAMES[result.dtype.name], result)]
 
     return run

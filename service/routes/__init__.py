@@ -1,13 +1,27 @@
-"""Thin routers, one per resource, each importing the web toolkit and never another router."""
+"""Thin routers, one per resource, each importing the web toolkit and never another router;
+the families, each declared once and routed by the seam (:mod:`service.web.families`)."""
+
+from typing import Any
 
 from fastapi import APIRouter
 
 from service.routes import alibi, docs, explorer, inference, ops, pictures, rotary, sinusoidal
+from service.web.families import Declared, router
 
+# one line a family
+FAMILIES: tuple[Declared[Any, Any], ...] = (
+    sinusoidal.TABLE,
+    rotary.TABLE,
+    alibi.SLOPES,
+    alibi.BIAS,
+)
 ROUTERS: list[APIRouter] = [
+    router(sinusoidal.TABLE),
     sinusoidal.router,
+    router(rotary.TABLE),
     rotary.router,
-    alibi.router,
+    router(alibi.SLOPES),
+    router(alibi.BIAS),
     pictures.router,
     ops.router,
     inference.router,

@@ -1,4 +1,5 @@
-"""The sinusoidal family: its tables and the apply of its encoding to posted batches."""
+"""The sinusoidal family: its table (declared for the seam, :mod:`service.web.families`),
+the apply of its encoding to posted batches, and ``GET /v1/presets``."""
 
 from __future__ import annotations
 
@@ -7,42 +8,34 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers
+from service.encodings import sinusoidal
 from service.encodings.additive import Additive
 from service.encodings.catalogue import PRESETS
 from service.schemas.presets import PresetsDocument, document
 from service.schemas.sinusoidal import ApplyHttpQuery, TableDocument, TableQuery
-from service.web import openapi
+from service.web import families, openapi
 from service.web.deps import RuntimeDep
-from service.web.responses import apply_response, table_response
+from service.web.responses import apply_response
 
 PATH: Final = "/v1/encodings/sinusoidal"
 router = APIRouter()
 
 
-@router.get(
-    PATH,
+# the table's GET, built by the seam
+TABLE: Final = families.Declared(
+    family=sinusoidal.FAMILY,
+    path=PATH,
+    query=TableQuery,
+    key=TableQuery.key,
+    block=lambda query, key: handlers.Block(
+        key, query.start, query.row_stop, query.dim_start, query.col_stop, query.max_len
+    ),
+    describe=lambda query, key: query.describe(),
+    document=TableDocument,
     operation_id="getSinusoidalTable",
     summary="A sinusoidal positional-encoding table, or a block of it.",
-    response_class=Response,
-    responses={
-        200: {
-            "model": TableDocument,
-            "content": openapi.TABLE_MEDIA,
-            "description": "The table.",
-            "headers": openapi.TABLE_HEADERS,
-        },
-        304: openapi.NOT_MODIFIED,
-        **openapi.problems_of(406, 422),
-    },
+    width_name="d_model",
 )
-async def get_table(
-    query: Annotated[TableQuery, Query()], request: Request, runtime: RuntimeDep
-) -> Response:
-    """A sinusoidal positional-encoding table, or a block of it."""
-    block = handlers.Block(
-        query.key(), query.start, query.row_stop, query.dim_start, query.col_stop, query.max_len
-    )
-    return await table_response(request, runtime, block, query.describe(), query.format, "d_model")
 
 
 @router.post(

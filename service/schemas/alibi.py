@@ -46,6 +46,9 @@ class SlopesQuery(BaseModel):
         "header decides.",
     )
 
+    def key(self) -> alibi.SlopesKey:
+        return alibi.SlopesKey(self.num_heads, self.rounding, self.dtype)
+
     def check(self, limits: Limits, fmt: Format) -> None:
         """The limits, before anything is computed."""
         limits.row_width(self.num_heads, "num_heads")
@@ -109,6 +112,17 @@ class BiasQuery(BaseModel):
     @classmethod
     def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
         return within(value, info, "start", "max_len")
+
+    @property
+    def row_stop(self) -> int:
+        return self.max_len if self.stop is None else self.stop
+
+    def key(self) -> alibi.BiasKey:
+        """The tensor, for :mod:`service.encodings.alibi`."""
+        key_len = self.max_len if self.key_len is None else self.key_len
+        return alibi.BiasKey(
+            self.num_heads, self.max_len, key_len, self.form, self.rounding, self.dtype
+        )
 
     def bias(self) -> Bias:
         """The block, for :mod:`service.encodings.alibi`."""

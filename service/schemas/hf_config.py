@@ -11,9 +11,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
-from service.encodings import scalings
+from service.codecs.types import Format
+from service.encodings import rotary, scalings
+from service.encodings.registry import DType, Rounding
 from service.errors import InvalidInput, MalformedBody
+from service.settings import POSITION_CEILING
 from service.text import shown
 
 # rope_type as configs spell it -> the service's scaling
@@ -39,6 +43,24 @@ _BOOLEANS: Final = {"truncate"}
 _KINDS: Final = {"rope_type", "type"}
 # names a problem lists from a config before "and N more": a config may hold any number
 _FEW: Final = 3
+
+
+class FromConfigQuery(BaseModel):
+    """What a config does not say: which rows, in what form (overriding the config)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_len: int | None = Field(
+        None, ge=1, le=POSITION_CEILING + 1, description="Default: max_position_embeddings."
+    )
+    start: int = Field(0, ge=0, description="First position returned.")
+    stop: int | None = Field(None, ge=1, description="Position after the last; default max_len.")
+    convention: rotary.Convention = Field(
+        "half", description="As for tables (the config's models use half)."
+    )
+    rounding: Rounding = Field("library", description="As for tables.")
+    dtype: DType = Field("float32", description="As for tables.")
+    format: Format | None = Field(None, description="As for tables.")
 
 
 def _is_number(value: Any) -> bool:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request, Response
+from pydantic import BaseModel
 
 from service.errors import InvalidParameter
 from service.runtime import Runtime
@@ -28,3 +31,18 @@ async def single_valued(request: Request) -> None:
         if name in seen:
             raise InvalidParameter(name, "is given more than once; give each parameter once")
         seen.add(name)
+
+
+def endpoint(call: Callable[..., Any], query: type[BaseModel]) -> Callable[..., Any]:
+    """``call(query=, request=, runtime=)`` with the signature FastAPI reads: ``query``, a
+    model chosen at run time (a declared family's), from the query string."""
+    parameter = inspect.Parameter
+    call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            parameter("query", parameter.KEYWORD_ONLY, annotation=Annotated[query, Query()]),
+            parameter("request", parameter.KEYWORD_ONLY, annotation=Request),
+            parameter("runtime", parameter.KEYWORD_ONLY, annotation=RuntimeDep),
+        ],
+        return_annotation=Response,
+    )
+    return call

@@ -10,11 +10,12 @@ from typing import Any, Final
 from fastapi import Request, Response
 from starlette.types import Receive, Scope, Send
 
-from service import codecs, handlers
+from service import batches, codecs, handlers
 from service.codecs import npz
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, Format
+from service.encodings import registry
 from service.encodings.registry import DType, Key
-from service.errors import InvalidParameter
+from service.errors import InvalidParameter, ServiceError
 from service.limits import PATIENCE, reserving
 from service.runtime import Runtime
 from service.web.bodies import body_format, raw_layout, read_posted
@@ -119,21 +120,27 @@ async def table_response(
     fields: Mapping[str, Any],
     fmt: Format | None,
     width_name: str,
-    named: handlers.Named | None = None,
+    check: Callable[[Format], None] | None = None,
+    resource: str = "",
 ) -> Response:
     """A block of a table in the format asked for (by ``fmt``, else ``Accept``), gzipped
-    JSON where welcome, with a strong ETag and ``immutable``; 304 for a current tag."""
+    JSON where welcome, with a strong ETag and ``immutable``; 304 for a current tag. The
+    limits are a table's (rows × ``width_name``), or ``check``'s for the format chosen;
+    ``resource`` (the route's path) counts in the ETag beside ``fields``."""
     raw = request.scope["headers"]
-    offered = FORMATS if named is not None else TABLE_FORMATS  # npz: named members
+    offered = FORMATS if registry.arrays(block.key) else TABLE_FORMATS  # npz: named members
     chosen = fmt or negotiate(combined(raw, b"accept"), offered)
-    handlers.check_table(runtime.limits, block, chosen, width_name)
-    rows, cols = block.shape
-    headers, gzip = table_headers(request, fields, fmt, chosen, rows * cols)
+    if check is None:
+        handlers.check_table(runtime.limits, block, chosen, width_name)
+    else:
+        check(chosen)
+    tagged = {**fields, "resource": resource} if resource else fields
+    headers, gzip = table_headers(request, tagged, fmt, chosen, block.elements)
     unchanged = not_modified(request, headers)
     if unchanged is not None:
         return unchanged
     answer = await unless_gone(
-        request, lambda: handlers.table(runtime, block, fields, chosen, gzip, named)
+        request, lambda: handlers.table(runtime, block, fields, chosen, gzip)
     )
     return respond(runtime, answer, headers)
 
@@ -142,7 +149,7 @@ async def apply_response(
     request: Request,
     runtime: Runtime,
     fmt: Format | None,
-    kernel: handlers.Kernel,
+    kernel: batches.Kernel,
     key: Callable[[int, DType], Key],
     offset: int,
     max_len: int | None,
@@ -161,18 +168,28 @@ async def apply_response(
     offered = (kind, *(other for other in FORMATS if other != kind))
     chosen = fmt or negotiate(combined(raw, b"accept"), offered)
     gzip = codecs.textual(chosen) and accepts_gzip(combined(raw, b"accept-encoding"))
-    plan = handlers.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
+    plan = batches.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
     with reserving(runtime.posted) as reservation:
         body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
         # an .npz is held decompressed too (64 KiB of zeros may unpack to 64 MiB): its
         # members count as they are decompressed, what its directory declares only
-        # chooses the lane (about four bytes a number in every body format)
-        unpacked = npz.unpacked_size(body) if kind == "npz" else 0
+        # chooses the lane (about four bytes a number in every body format); its
+        # directory is read once, here (at most 64 KiB), for the lane and the decoding
+        archive = _opened(body) if kind == "npz" else None
+        unpacked = npz.unpacked_size(archive) if archive is not None else 0
         elements = (len(body) + unpacked) // 4
         answer = await unless_gone(
             request,
             lambda: runtime.compute(
-                elements, handlers.apply, runtime, body, plan, reservation.take
+                elements, batches.apply, runtime, body, plan, reservation.take, archive
             ),
         )
     return respond(runtime, answer, {"cache-control": "no-store"})
+
+
+def _opened(body: bytearray) -> Any:
+    """An ``.npz`` body opened, or None where it is unreadable (decoding says why)."""
+    try:
+        return npz.opened(body)
+    except ServiceError:
+        return None

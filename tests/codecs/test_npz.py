@@ -240,3 +240,23 @@ def test_the_unpacked_size_is_read_from_the_directory_alone() -> None:
         written.comment = b"x" * 60000
     assert npz.unpacked_size(b"\0" * 1000 + commented.getvalue()) == 128 + 64
     assert npz.unpacked_size(b"not an archive") == 0
+
+
+def test_an_opened_archive_is_read_once_and_in_place() -> None:
+    """The directory is read once (the archive :func:`npz.opened` gives is the one decoded:
+    the body passed beside it is not read again), and the body is read in place: decoding
+    holds its decompressed member, not a second copy of the body."""
+    batch = np.arange(2 << 20, dtype=np.float32).reshape(1024, 2048)  # 8 MiB
+    body = bytearray(zipped(("embeddings.npy", npy_bytes(batch))))
+    archive = npz.opened(body)
+    assert npz.unpacked_size(archive) == npz.unpacked_size(body) > batch.nbytes
+    size = Limit(64 << 20, "PE_MAX_BODY_BYTES")
+    tracemalloc.start()
+    try:
+        arrays = npz.decode(b"", size, MEMBERS, MEMBERS[:1], archive=archive)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(arrays["embeddings"], batch)
+    assert peak < 1.5 * batch.nbytes  # io.BytesIO(body) alone would copy 8 MiB more
+    body += b"\0"  # closed: the body is the caller's again, free to grow

@@ -13,7 +13,7 @@ import pytest
 import safetensors.numpy
 from numpy.typing import NDArray
 
-from service import handlers
+from service import batches
 from service.encodings import additive, registry
 from service.encodings.additive import Additive
 from service.encodings.sinusoidal import SinusoidalKey
@@ -232,8 +232,8 @@ def test_a_view_body_is_computed_in_place(kind: str, fmt: str) -> None:
     before = bytes(body)
     runtime = Runtime(Settings(), Telemetry(lambda: None))
     layout = ((16, 8), "float32") if kind == "raw" else None
-    plan = handlers.Apply(kind, fmt, False, Additive(), _key, 0, None, layout)  # type: ignore[arg-type]
-    answer = handlers.apply(runtime, body, plan)
+    plan = batches.Apply(kind, fmt, False, Additive(), _key, 0, None, layout)  # type: ignore[arg-type]
+    answer = batches.apply(runtime, body, plan)
     assert bytes(body) != before  # the batch was overwritten with the result
     result = load(httpx.Response(200, headers=answer.headers, content=bytes(answer.body)))
     assert np.array_equal(
