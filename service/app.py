@@ -61,6 +61,7 @@ def create_app(
     Raises ``ValueError`` for a ``PE_PRELOAD`` that is malformed or over the limits.
     """
     settings = from_environment() if settings is None else settings
+    routers = [*ROUTERS, *map(router, families)]  # the families known to the registry
     tables = preload.checked(settings, readers([*FAMILIES, *families]))
 
     @asynccontextmanager
@@ -94,7 +95,6 @@ def create_app(
     )
     telemetry = Telemetry(lambda: runtime.cache if (runtime := _runtime(app)) else None)
     problems.install(app)
-    routers = [*ROUTERS, *map(router, families)]
     for each in routers:
         app.include_router(each)
     app.front = Replay(HeadAsGet(app.front), cache=lambda: app.state.runtime.cache)

@@ -100,7 +100,7 @@ def check(tables: list[Preload], limits: Limits, cache_bytes: int) -> None:
         try:
             limits.row_width(table.key.width)
             limits.rows(table.rows, table.key.width)
-            limits.last_position(table.rows - 1)
+            limits.last_position(table.rows - 1 + registry.shift(table.key))
         except ServiceError as exc:
             raise ValueError(f"PE_PRELOAD: {exc.detail}") from None
     cache = Cache(cache_bytes)  # for its page arithmetic

@@ -6,6 +6,7 @@ preload and the client with no other change."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from collections.abc import Iterator
@@ -20,7 +21,12 @@ from posenc_client import Client
 
 from service.app import create_app
 from service.codecs.types import MEDIA_TYPES
+from service.encodings import registry
+from service.encodings.registry import Family
+from service.schemas.alibi import SlopesQuery
+from service.schemas.sinusoidal import TableQuery
 from service.settings import Settings
+from service.web.responses import table_etag
 from tests.seam import distances, grid, levels, phases, ramp
 from tests.support import assert_problem, cache_stats, in_process, load, npy_bytes
 
@@ -208,6 +214,7 @@ def test_a_grid_is_served_by_rows_and_at_coordinates(http: httpx.Client) -> None
     key = grid.GridKey(2, 5)
     table = load(http.get("/v1/encodings/grid?height=3&columns=5&pairs=2&format=npy"))
     assert table.shape == (15, 8)
+    assert np.array_equal(Client(http=http).encoding("grid", height=3, columns=5, pairs=2), table)
     assert np.array_equal(table[7], grid.at(key, np.array([[1.0], [2.0]]))[0])
     coordinates = np.array([[[0.25, 1.5, 2.0]], [[3.75, 0.0, 1e6]]])  # (2, B=1, L=3)
     answer = http.post(
@@ -274,3 +281,40 @@ def test_the_real_families_are_declared_on_the_same_seam() -> None:
     assert names == ["sinusoidal", "rotary", "alibi-slopes", "alibi"]
     assert FAMILIES[1].family.arrays == ("cos", "sin")
     assert all(d.family.block is not None for d in FAMILIES[2:])
+
+
+def test_ids_are_bounded_before_they_are_converted(http: httpx.Client) -> None:
+    url = "/v1/encodings/phases/positions?max_len=1&pairs=4096"
+    npy = {"content-type": MEDIA_TYPES["npy"]}
+    many = npy_bytes(np.zeros(1 << 20, dtype=np.int8))  # 1 MiB of ids, 8 MiB as int64
+    assert_problem(http.post(url, content=many, headers=npy), 422, "position ids × width")
+    past = npy_bytes(np.array([2**63 + 5], dtype=np.uint64))
+    assert_problem(http.post(url, content=past, headers=npy), 422, "past int64")
+
+
+def test_a_declaration_that_cannot_be_served_is_refused_when_routed() -> None:
+    from service.web.families import Positions, router
+
+    floats: Positions[phases.PhaseKey] = Positions("x", "x", integers=False)
+    with pytest.raises(TypeError, match="need at"):
+        router(dataclasses.replace(phases.TABLE, positions=floats))
+    rows: Positions[distances.DistanceKey] = Positions("x", "x")
+    with pytest.raises(TypeError, match="need at"):
+        router(dataclasses.replace(distances.TABLE, positions=rows))
+    with pytest.raises(TypeError, match="fill and take, or block alone"):
+        Family("both", ramp.RampKey, ramp.fill, block=distances.block)  # type: ignore[arg-type]
+
+
+def test_a_block_of_another_size_than_its_rows_is_a_bug() -> None:
+    wrong = dataclasses.replace(distances.TABLE.family, block=lambda key, start, stop: np.zeros(3))
+    with registry.registered(wrong), pytest.raises(TypeError, match="holds 3"):
+        registry.block(distances.DistanceKey(4), 0, 2)
+
+
+def test_the_tags_of_the_families_before_the_seam_are_kept(http: httpx.Client) -> None:
+    query = TableQuery(max_len=8, d_model=8)
+    answer = http.get("/v1/encodings/sinusoidal?max_len=8&d_model=8&format=npy")
+    assert answer.headers["etag"] == table_etag(query.describe(), "npy", False)
+    alibi = http.get("/v1/biases/alibi/slopes?num_heads=4&format=npy")
+    fields = {**SlopesQuery(num_heads=4).describe(), "resource": "/v1/biases/alibi/slopes"}
+    assert alibi.headers["etag"] == table_etag(fields, "npy", False)

@@ -132,3 +132,16 @@ def test_a_family_query_it_refuses_is_one_line(text: str, words: str) -> None:
         preload.parse(text, {"alibi": FAMILIES[3].preloaded, **readers(FAMILIES)})
     assert words in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_shifted_table_is_bounded_at_its_last_position() -> None:
+    from service.routes import FAMILIES
+    from service.web.families import readers
+
+    settings = Settings(max_position=1000)
+    tables = preload.parse(
+        "sinusoidal?max_len=1000&d_model=4&preset=tensor2tensor&start_index=500",
+        readers(FAMILIES),
+    )
+    with pytest.raises(ValueError, match="1,499"):
+        preload.check(tables, Limits.of(settings), settings.cache_bytes)

@@ -74,10 +74,12 @@ class _View(io.RawIOBase):
         return self._at
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        # as io.BytesIO: a negative position is refused from the start, and is the start
+        # from the end or the current position (zipfile looks for a ZIP64 record so)
+        if whence == io.SEEK_SET and offset < 0:
+            raise ValueError(f"negative seek value {offset}")
         origin = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: len(self._view)}[whence]
-        if origin + offset < 0:
-            raise ValueError(f"negative seek value {origin + offset}")  # as io.BytesIO
-        self._at = origin + offset
+        self._at = max(origin + offset, 0)
         return self._at
 
     def readinto(self, buffer: Any) -> int:

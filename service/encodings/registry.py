@@ -60,8 +60,6 @@ class Bound:
 
     largest: float
     parameters: tuple[str, ...]
-    # entries of -inf are masks, not overflow (ALiBi's causal biases)
-    masked: bool = False
 
 
 # Entries are rounded to their dtype: float16 carries 11 bits, so a value at the bound
@@ -94,10 +92,14 @@ class Family(Generic[K]):
     arrays: tuple[str, ...] = ()
     block: Callable[[K, int, int], NDArray[np.floating]] | None = None
     shape: Callable[[K, int, int], tuple[int, ...]] = _rows_shape
+    # whether every block passes check(): not ALiBi's biases, whose largest magnitude is
+    # computed exactly before the block, and whose masks are -inf
+    checked: bool = True
 
     def __post_init__(self) -> None:
-        if (self.block is None) == (self.fill is None or self.take is None):
-            raise TypeError(f"family {self.name}: give fill and take, or block")
+        rows = (self.fill is not None, self.take is not None)
+        if rows != ((self.block is None),) * 2:
+            raise TypeError(f"family {self.name}: give fill and take, or block alone")
         if self.arrays and self.block is not None:
             raise TypeError(f"family {self.name}: named arrays are split from rows")
 
@@ -175,12 +177,16 @@ def split(key: Key, parts: Sequence[Rows]) -> dict[str, list[Rows]]:
 
 
 def block(key: Key, start: int, stop: int) -> NDArray[np.floating]:
-    """The block of rows ``start .. stop-1`` of a family computed per request; checked."""
+    """The block of rows ``start .. stop-1`` of a family computed per request (its shape is
+    the family's, its size rows × width); checked where the family is."""
     family = family_of(key)
     if family.block is None:
         raise TypeError(f"family {family.name} is a cached table: use fill")
     out = family.block(key, start, stop)
-    check(family, key, out)
+    if out.size != (stop - start) * key.width:  # what the limits and permits counted
+        raise TypeError(f"family {family.name}: a block of {stop - start} rows holds {out.size}")
+    if family.checked:
+        check(family, key, out)
     return out
 
 
@@ -216,11 +222,7 @@ def check(family: Family[Any], key: Key, rows: Rows) -> None:
         return
     bound = family.bound(key)
     limit = bound.largest * _ROUNDING
-    high = float(rows.max())
-    if bound.masked:  # the least entry that is not a mask (one byte an entry, for a pass)
-        low = float(np.min(rows, where=rows != -np.inf, initial=np.inf))
-    else:
-        low = float(rows.min())
+    high, low = float(rows.max()), float(rows.min())
     if high <= limit and -low <= limit:
         return
     worst = high if not high <= limit else low

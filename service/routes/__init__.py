@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from service.routes import alibi, docs, explorer, inference, ops, pictures, rotary, sinusoidal
 from service.web.families import Declared, router
 
-# one line a family
+# one line a family: its routes are built from its declaration
 FAMILIES: tuple[Declared[Any, Any], ...] = (
     sinusoidal.TABLE,
     rotary.TABLE,
@@ -16,12 +16,9 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     alibi.BIAS,
 )
 ROUTERS: list[APIRouter] = [
-    router(sinusoidal.TABLE),
+    *map(router, FAMILIES),
     sinusoidal.router,
-    router(rotary.TABLE),
     rotary.router,
-    router(alibi.SLOPES),
-    router(alibi.BIAS),
     pictures.router,
     ops.router,
     inference.router,

@@ -40,6 +40,7 @@ TABLE: Final = families.Declared(
     answer="cos and sin: JSON members, npz members, or (2, rows, rotary_dim) stacked.",
     shape="2,rows,rotary_dim",
     width_name="2 × rotary_dim",
+    path_in_etag=False,
     from_document=families.FromDocument(
         read=read_config,
         fields=rotary_query,

@@ -35,6 +35,7 @@ TABLE: Final = families.Declared(
     operation_id="getSinusoidalTable",
     summary="A sinusoidal positional-encoding table, or a block of it.",
     width_name="d_model",
+    path_in_etag=False,
 )
 
 

@@ -61,7 +61,8 @@ class Positions(Generic[K]):
     ``(B, L)``), ``n`` for a leading axis of ``n`` (an M-RoPE table's ``(3, L)``, a grid's
     ``(2, L)``); ``integers``: ids are integers (else any finite numbers, as diffusion
     timesteps); ``at(key, ids)``: the ``(N, width)`` rows of ``ids`` shaped ``(N,)`` or
-    ``(n, N)`` (default: the table's rows, from the cache's pages where dense)."""
+    ``(n, N)``; required but for integer ids of one axis of a cached table, whose rows are
+    read from the cache's pages where dense."""
 
     summary: str
     operation_id: str
@@ -95,6 +96,9 @@ class Declared(Generic[Q, K]):
     answer: str = "The table."
     from_document: FromDocument | None = None
     positions: Positions[K] | None = None
+    # the path counts in the ETag (two families' fields may coincide); False for the
+    # families whose tags predate the seam, which clients and caches hold
+    path_in_etag: bool = True
 
     @property
     def resource(self) -> str:
@@ -132,7 +136,7 @@ async def table(
         getattr(query, "format", None),
         declared.width_name,
         None if check is None else lambda fmt: check(query, runtime.limits, fmt),
-        declared.resource,
+        declared.resource if declared.path_in_etag else "",
     )
 
 

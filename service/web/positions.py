@@ -7,6 +7,7 @@ the ``GET`` offers (a row's named arrays as named members, or stacked)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -15,14 +16,13 @@ import numpy as np
 from fastapi import APIRouter, Request, Response
 from numpy.typing import NDArray
 
-from service import batches, codecs
+from service import batches, codecs, handlers
 from service.codecs import npy
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, BodyFormat, Encoded, Format
 from service.encodings import registry
 from service.encodings.registry import Key
 from service.errors import InvalidInput, UnsupportedMediaType
-from service.handlers import Answer
-from service.limits import reserving
+from service.limits import Limits, reserving
 from service.runtime import Runtime
 from service.web import openapi
 from service.web.bodies import body_format, read_posted
@@ -54,15 +54,18 @@ _BODY: Final[dict[str, Any]] = {
 
 
 def route(routes: APIRouter, declared: Declared[Any, Any], spec: Positions[Any]) -> None:
-    """``POST {resource}/positions`` on ``routes``."""
+    """``POST {resource}/positions`` on ``routes``. Without ``at``, the ids are a cached
+    table's row positions: integers of one axis."""
+    if spec.at is None and (not spec.integers or declared.family.block is not None):
+        raise TypeError(f"{declared.family.name}: positions need at(), but integer rows")
 
     async def post(query: Any, request: Request, runtime: Runtime) -> Response:
-        key = await declared.key_of(runtime, query)
         raw = request.scope["headers"]
         content_type = combined(raw, b"content-type")
         kind = body_format(content_type)
         if kind not in _BODIES:
             raise UnsupportedMediaType(content_type, [MEDIA_TYPES[body] for body in _BODIES])
+        key = await declared.key_of(runtime, query)
         offered = FORMATS if registry.arrays(key) else TABLE_FORMATS
         fmt = getattr(query, "format", None) or negotiate(combined(raw, b"accept"), offered)
         gzip = codecs.textual(fmt) and accepts_gzip(combined(raw, b"accept-encoding"))
@@ -71,14 +74,29 @@ def route(routes: APIRouter, declared: Declared[Any, Any], spec: Positions[Any])
             for name, value in declared.describe(query, key).items()
             if name not in _WINDOW
         }
+        limits, axes = runtime.limits, spec.axes(key)
+        if spec.at is None and axes != 1:
+            raise TypeError(f"{declared.family.name}: positions of {axes} axes need at()")
         with reserving(runtime.posted) as reservation:
-            body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
-            answer = await unless_gone(
-                request,
-                lambda: runtime.compute(
-                    len(body), _answer, runtime, spec, key, body, kind, fmt, gzip, fields
-                ),
+            body = await read_posted(request, runtime, limits.body_bytes, reservation)
+            # the ids decoded and checked in the body's lane; the rows computed in the
+            # answer's, with a permit when it is large
+            ids = await runtime.compute(
+                len(body), ids_of, body, kind, spec.integers, axes, key.width, limits
             )
+        count = ids.size // axes
+        if codecs.textual(fmt):
+            limits.json_answer(count * key.width, hint="ask for format=npy")
+        work = functools.partial(_answer, runtime, spec, key, ids, fmt, gzip, fields)
+        nbytes = count * registry.row_bytes(key)
+
+        async def produce() -> Encoded:
+            return await runtime.compute(count * key.width, work)
+
+        large = nbytes > handlers.LARGE_ANSWER_BYTES
+        answer = await unless_gone(
+            request, lambda: handlers.holding_permit(runtime, large, produce)
+        )
         return respond(runtime, answer, {"cache-control": "no-store"})
 
     ok = {"content": openapi.media(FORMATS), "description": "One row per position id."}
@@ -96,25 +114,36 @@ def route(routes: APIRouter, declared: Declared[Any, Any], spec: Positions[Any])
 
 
 def ids_of(
-    body: bytearray, kind: BodyFormat, integers: bool, axes: int, numbers: Any
+    body: bytearray, kind: BodyFormat, integers: bool, axes: int, width: int, limits: Limits
 ) -> NDArray[Any]:
-    """The posted ids, checked: integers (int64) or finite numbers (float64), shaped
-    ``(L,)`` or ``(B, L)`` after a leading axis of ``axes`` when there are several."""
+    """The posted ids, checked: shaped ``(L,)`` or ``(B, L)`` after a leading axis of
+    ``axes`` when there are several, their rows × ``width`` within the limits (before any
+    is converted), then integers (int64) or finite numbers (float64)."""
     if kind == "json":
-        ids = codecs.json.positions(body, numbers, integers)
+        ids = codecs.json.positions(body, limits.json_elements, integers)
     else:
-        ids = npy.decode(body, "position_ids")
+        ids = npy.decode(body, "position_ids")  # a view of the body
         if integers and ids.dtype.kind not in "iu":
             raise InvalidInput("position_ids", f"must be integers, not {ids.dtype}")
-        ids = ids.astype(np.int64 if integers else np.float64)
-    if not integers and not np.isfinite(ids).all():
-        raise InvalidInput("position_ids", "must be finite numbers")
     lead = (axes,) if axes > 1 else ()
     if ids.shape[: len(lead)] != lead or not 1 <= ids.ndim - len(lead) <= 2:
         shapes = " or ".join(
             f"({', '.join([*map(str, lead), *axis])})" for axis in (["L"], ["B", "L"])
         )
         raise InvalidInput("position_ids", f"must be shaped {shapes}, not {ids.shape}")
+    count = ids.size // axes
+    limits.rows(count, width, "position ids × width")
+    if not ids.size:
+        return ids.astype(np.int64 if integers else np.float64)
+    if integers:
+        if ids.dtype.kind == "u" and int(ids.max()) > np.iinfo(np.int64).max:
+            raise InvalidInput("position_ids", f"holds {int(ids.max())}, past int64")
+        if int(ids.min()) < 0:
+            raise InvalidInput("position_ids", f"must be non-negative, not {int(ids.min())}")
+        return ids.astype(np.int64)
+    ids = ids.astype(np.float64)
+    if not np.isfinite(ids).all():
+        raise InvalidInput("position_ids", "must be finite numbers")
     return ids
 
 
@@ -122,41 +151,33 @@ def _answer(
     runtime: Runtime,
     spec: Positions[Any],
     key: Key,
-    body: bytearray,
-    kind: BodyFormat,
+    ids: NDArray[Any],
     fmt: Format,
     gzip: bool,
     fields: Mapping[str, Any],
-) -> Answer:
-    """Decode, check, compute and encode the rows at the posted ids (a worker thread)."""
+) -> Encoded:
+    """The rows at the checked ids, encoded (a worker thread)."""
     limits = runtime.limits
     axes = spec.axes(key)
-    ids = ids_of(body, kind, spec.integers, axes, limits.json_elements)
     shape = ids.shape[1:] if axes > 1 else ids.shape
     count = math.prod(shape)
-    limits.rows(count, key.width, "position ids × width")
-    if codecs.textual(fmt):
-        limits.json_answer(count * key.width, hint="ask for format=npy")
     flat = ids.reshape((axes, count) if axes > 1 else (count,))
-    if count and float(np.min(flat)) < 0 and spec.integers:
-        raise InvalidInput("position_ids", f"must be non-negative, not {int(np.min(flat))}")
     if spec.at is None:
         rows = batches.rows_at(runtime, key, flat)
+    elif count:
+        largest = math.ceil(float(np.max(np.abs(flat))))
+        limits.last_position(largest + registry.shift(key), "the largest position id")
+        rows = registry.checked(key, spec.at(key, flat))
     else:
-        if count:
-            largest = math.ceil(float(np.max(np.abs(flat))))
-            limits.last_position(largest + registry.shift(key), "the largest position id")
-        rows = registry.checked(key, spec.at(key, flat)) if count else np.empty((0, key.width))
+        rows = np.empty((0, key.width), key.dtype)
     rows = rows.astype(key.dtype, copy=False)
     names = registry.arrays(key)
     if not names:
-        encoded: Encoded = codecs.encode(
-            fmt, {**fields, "shape": [*shape, key.width]}, [rows.reshape(*shape, key.width)], "data"
-        )
+        described = {**fields, "shape": [*shape, key.width]}
+        encoded = codecs.encode(fmt, described, [rows.reshape(*shape, key.width)], "data")
     else:
         width = key.width // len(names)
-        arrays = {
-            n: [part.reshape(*shape, width)] for n, [part] in registry.split(key, [rows]).items()
-        }
+        split = registry.split(key, [rows])
+        arrays = {name: [part.reshape(*shape, width)] for name, [part] in split.items()}
         encoded = codecs.encode_named(fmt, {**fields, "shape": [len(names), *shape, width]}, arrays)
-    return Answer(*(codecs.gzip(encoded) if gzip else encoded))
+    return codecs.gzip(encoded) if gzip else encoded

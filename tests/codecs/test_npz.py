@@ -260,3 +260,14 @@ def test_an_opened_archive_is_read_once_and_in_place() -> None:
     assert np.array_equal(arrays["embeddings"], batch)
     assert peak < 1.5 * batch.nbytes  # io.BytesIO(body) alone would copy 8 MiB more
     body += b"\0"  # closed: the body is the caller's again, free to grow
+
+
+@pytest.mark.parametrize("comment", [b"", b"a comment"])
+def test_an_empty_archive_lacks_its_members(comment: bytes) -> None:
+    """An archive of no member is readable (its ZIP64 search seeks before its start, which
+    reads as the start): it lacks the required member, a 422, not a damaged archive."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.comment = comment
+    with pytest.raises(InvalidInput, match="required"):
+        npz.decode(bytearray(buffer.getvalue()), ROOMY, MEMBERS, MEMBERS[:1])

@@ -146,10 +146,12 @@ class Client:
         """The ALiBi bias ``(num_heads, rows, key_len)``; masked entries are ``-inf``."""
         return self._send(_wire.bias(given(locals(), {})))
 
-    def encoding(self, family: str, max_len: int, **parameters: Value) -> Array:
+    def encoding(self, family: str, max_len: int | None = None, **parameters: Value) -> Array:
         """Any family's table, ``GET /v1/encodings/{family}``, by the parameters its query
-        string takes (rotary's is ``(2, rows, rotary_dim)``, cos first)."""
-        return self._send(_wire.table(family, {"max_len": max_len, **parameters}))
+        string takes (``max_len`` where it takes one; rotary's is ``(2, rows, rotary_dim)``,
+        cos first)."""
+        given = parameters if max_len is None else {"max_len": max_len, **parameters}
+        return self._send(_wire.table(family, given))
 
     def presets(self) -> list[dict[str, Any]]:
         """The sinusoidal presets, each with its source and formula (``GET /v1/presets``)."""
