@@ -2,7 +2,7 @@
 taking turns between them (the order alternating every round, as the second of a pair
 runs on a warmer machine), for one request: has a change made it slower?
 
-    .venv/bin/python -m bench.paired REV [--path /v1/...] [--rounds 8] [--seconds 5]
+    .venv/bin/python -m bench.paired REV [--path /v1/...] [--rounds 8] [--seconds 5] [--304]
 
 REV is checked out in a temporary git worktree and run with this environment's packages.
 """
@@ -15,6 +15,8 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+import httpx
 
 from bench.run import ROOT, Target, free_port, service, wait_for, wrk
 
@@ -38,6 +40,9 @@ def main() -> None:
     parser.add_argument("--path", default="/v1/encodings/sinusoidal?max_len=16&d_model=64")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument(
+        "--304", dest="conditional", action="store_true", help="ask with If-None-Match: the 304"
+    )
     args = parser.parse_args()
     with worktree(args.rev) as other, contextlib.ExitStack() as stack:
         targets = {}
@@ -47,8 +52,10 @@ def main() -> None:
             stack.enter_context(service(port, cwd=tree, **settings))
             base = f"http://127.0.0.1:{port}"
             wait_for(base + "/readyz")
-            targets[name] = Target(name, base + args.path)
-            wrk(targets[name], 1)  # warm
+            url = base + args.path
+            wrk(Target(name, url), 1)  # warm: the answer kept for wrk's requests
+            etag = httpx.get(url).headers["etag"] if args.conditional else None
+            targets[name] = Target(name, url, {"If-None-Match": etag} if etag else {})
         for i in range(args.rounds):
             order = list(targets.values())
             for target in order if i % 2 else order[::-1]:

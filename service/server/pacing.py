@@ -66,7 +66,7 @@ class Pacer:
     """The pacing of one answer: when it started, its size, the bytes written so far and
     the bytes it holds of the slow clients' budget."""
 
-    __slots__ = ("budget", "grace", "held", "rate", "sent", "size", "started", "tally")
+    __slots__ = ("budget", "grace", "headers", "held", "rate", "sent", "started", "tally")
 
     def __init__(self, tally: Tally, edge: Edge) -> None:
         self.tally = tally
@@ -74,19 +74,35 @@ class Pacer:
         self.rate = edge.settings.min_read_rate
         self.budget = edge.slow_clients
         self.started = 0.0
-        self.size = 0
+        self.headers: Any = ()
         self.sent = 0
         self.held = 0
 
     def start(self, message: ASGISendEvent) -> None:
-        """The answer starts: the clock starts, and its size is its ``Content-Length``."""
+        """The answer starts: the clock starts (its size is read when it is needed)."""
         self.started = asyncio.get_running_loop().time()
-        for name, value in cast(dict[str, Any], message).get("headers", ()):
+        self.headers = cast(dict[str, Any], message).get("headers", ())
+
+    @property
+    def size(self) -> int:
+        """The answer's size, its ``Content-Length`` (0 where it has none)."""
+        for name, value in self.headers:
             if name.lower() == b"content-length":
-                self.size = int(value)
+                return int(value)
+        return 0
 
     async def write(self, cycle: RequestResponseCycle, message: ASGISendEvent) -> None:
         """Write a body message in pieces, each once the one before it has been taken."""
+        event = cast(dict[str, Any], message)
+        body = event.get("body", b"")
+        if len(body) <= PIECE_BYTES and not event.get("more_body", False):
+            # the whole of a small answer: one write, then its deadline (most answers)
+            await RequestResponseCycle.send(cycle, message)
+            self.sent += len(body)
+            self.tally.written += len(body)
+            self._watch(cycle)
+            self.finish()  # what an earlier message of it held
+            return
         try:
             await self._write(cycle, message)
         finally:

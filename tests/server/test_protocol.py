@@ -139,3 +139,29 @@ def test_the_edge_is_found_through_the_layers_uvicorn_adds() -> None:
     assert edge_of(Wrapper(Wrapper(app))).settings.send_timeout == 3.5
     with pytest.raises(TypeError, match="create_app"):
         edge_of(Wrapper(object()))
+
+
+def test_each_head_has_its_own_deadline_on_one_timer() -> None:
+    """A keep-alive connection's heads each get PE_HEAD_TIMEOUT from their first byte: a
+    second head begun after the first was read is not refused at the first's deadline (one
+    timer a connection, re-armed), and is at its own."""
+
+    async def main() -> tuple[bytes, bytes]:
+        settings = Settings(head_timeout=0.3)
+        config = Config(app=create_app(settings), http=BoundedHttpToolsProtocol, log_config=None)
+        protocol = BoundedHttpToolsProtocol(config=config, server_state=ServerState(), app_state={})
+        transport = Transport()
+        protocol.connection_made(transport)
+        protocol.data_received(b"OPTIONS /nothing HTTP/1.1\r\nhost: x\r\n\r\n")
+        await asyncio.sleep(0.15)
+        protocol.data_received(b"GET /nothing HTTP/1.1\r\n")  # the second head, unfinished
+        await asyncio.sleep(0.2)  # past the first head's deadline, before the second's
+        early = bytes(transport.written)
+        await asyncio.sleep(0.3)
+        late = bytes(transport.written)
+        protocol.connection_lost(None)
+        return early, late
+
+    early, late = asyncio.run(main())
+    assert b" 408 " not in early
+    assert b"HTTP/1.1 408 " in late
