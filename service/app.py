@@ -24,8 +24,9 @@ from service.server import supervision
 from service.server.edge import Edge
 from service.settings import Settings, from_environment
 from service.web import problems
+from service.web.declared import Declared
 from service.web.deps import single_valued
-from service.web.families import Declared, readers, router
+from service.web.families import readers, router
 
 _DESCRIPTION: Final = (
     "Every `GET` operation answers `HEAD` too: the same status and headers, no body. "

@@ -293,7 +293,8 @@ def test_ids_are_bounded_before_they_are_converted(http: httpx.Client) -> None:
 
 
 def test_a_declaration_that_cannot_be_served_is_refused_when_routed() -> None:
-    from service.web.families import Positions, router
+    from service.web.declared import Positions
+    from service.web.families import router
 
     floats: Positions[phases.PhaseKey] = Positions("x", "x", integers=False)
     with pytest.raises(TypeError, match="need at"):

@@ -6,7 +6,8 @@ from typing import Any
 from fastapi import APIRouter
 
 from service.routes import alibi, docs, explorer, inference, ops, pictures, rotary, sinusoidal
-from service.web.families import Declared, router
+from service.web.declared import Declared
+from service.web.families import router
 
 # one line a family: its routes are built from its declaration
 FAMILIES: tuple[Declared[Any, Any], ...] = (

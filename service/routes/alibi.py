@@ -10,12 +10,12 @@ from typing import Final
 from service import handlers
 from service.encodings import alibi
 from service.schemas.alibi import BiasDocument, BiasQuery, SlopesDocument, SlopesQuery
-from service.web import families
+from service.web import declared
 
 PATH: Final = "/v1/biases/alibi"
 SLOPES_PATH: Final = PATH + "/slopes"
 
-SLOPES: Final = families.Declared(
+SLOPES: Final = declared.Declared(
     family=alibi.SLOPES,
     path=SLOPES_PATH,
     query=SlopesQuery,
@@ -29,7 +29,7 @@ SLOPES: Final = families.Declared(
     answer="The array, shape (num_heads).",
     shape="num_heads",
 )
-BIAS: Final = families.Declared(
+BIAS: Final = declared.Declared(
     family=alibi.BIAS,
     path=PATH,
     query=BiasQuery,

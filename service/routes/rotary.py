@@ -12,7 +12,7 @@ from service.encodings import rotary
 from service.encodings.rotation import Rotation
 from service.schemas.hf_config import FromConfigQuery, read_config, rotary_query
 from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
-from service.web import families, openapi
+from service.web import declared, openapi
 from service.web.deps import RuntimeDep
 from service.web.responses import apply_response
 
@@ -22,7 +22,7 @@ _KEY_COST: Final = 64
 router = APIRouter()
 
 # the table's GET, from-config and positions, built by the seam
-TABLE: Final = families.Declared(
+TABLE: Final = declared.Declared(
     family=rotary.FAMILY,
     path=PATH,
     query=RotaryTableQuery,
@@ -41,7 +41,7 @@ TABLE: Final = families.Declared(
     shape="2,rows,rotary_dim",
     width_name="2 × rotary_dim",
     path_in_etag=False,
-    from_document=families.FromDocument(
+    from_document=declared.FromDocument(
         read=read_config,
         fields=rotary_query,
         query=FromConfigQuery,

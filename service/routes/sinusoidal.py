@@ -13,7 +13,7 @@ from service.encodings.additive import Additive
 from service.encodings.catalogue import PRESETS
 from service.schemas.presets import PresetsDocument, document
 from service.schemas.sinusoidal import ApplyHttpQuery, TableDocument, TableQuery
-from service.web import families, openapi
+from service.web import declared, openapi
 from service.web.deps import RuntimeDep
 from service.web.responses import apply_response
 
@@ -22,7 +22,7 @@ router = APIRouter()
 
 
 # the table's GET, built by the seam
-TABLE: Final = families.Declared(
+TABLE: Final = declared.Declared(
     family=sinusoidal.FAMILY,
     path=PATH,
     query=TableQuery,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 from fastapi import APIRouter, Request, Response
@@ -26,13 +26,11 @@ from service.limits import Limits, reserving
 from service.runtime import Runtime
 from service.web import openapi
 from service.web.bodies import body_format, read_posted
+from service.web.declared import Declared, Positions
 from service.web.deps import endpoint
 from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
 from service.web.responses import respond
-
-if TYPE_CHECKING:
-    from service.web.families import Declared, Positions
 
 _BODIES: Final = ("json", "npy")
 # an answer's fields that name a block of rows, which rows at ids do not have

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.codecs.types import TableFormat
 from service.encodings.registry import Bound, DType, Family, Rows
 from service.handlers import Block
-from service.web.families import Declared, Positions
+from service.web.declared import Declared, Positions
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from service.codecs.types import TableFormat
 from service.encodings.registry import DType, Family, Rows
 from service.errors import InvalidInput, MalformedBody
 from service.handlers import Block
-from service.web.families import Declared, FromDocument
+from service.web.declared import Declared, FromDocument
 
 
 @dataclass(frozen=True, slots=True)

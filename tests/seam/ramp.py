@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.codecs.types import TableFormat
 from service.encodings.registry import DType, Family, Rows
 from service.handlers import Block
-from service.web.families import Declared
+from service.web.declared import Declared
 
 
 @dataclass(frozen=True, slots=True)

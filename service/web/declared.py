@@ -1,0 +1,106 @@
+"""What a family declares (:class:`Declared`), and what it may add: a key from a posted
+document (:class:`FromDocument`), rows at posted position ids (:class:`Positions`). The
+routes are built from it by :mod:`service.web.families` and :mod:`service.web.positions`."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from service.codecs.types import Format
+from service.encodings.registry import Family, Key, Rows
+from service.handlers import Block
+from service.limits import Limits
+from service.runtime import Runtime
+
+Q = TypeVar("Q", bound=BaseModel)
+K = TypeVar("K", bound=Key)
+
+
+@dataclass(frozen=True, slots=True)
+class FromDocument:
+    """A key from a posted document (a model's ``config.json``): ``read`` parses and checks
+    its bytes (in a worker thread), ``fields`` turns what it read into the ``GET``'s
+    parameters, which the request's own (``query``: what the document does not say)
+    override; ``missing`` says what to give for a required parameter found in neither."""
+
+    read: Callable[[bytes | bytearray], dict[str, Any]]
+    fields: Callable[[dict[str, Any]], dict[str, Any]]
+    query: type[BaseModel]
+    summary: str
+    operation_id: str
+    body: str
+    missing: Mapping[str, str] = field(default_factory=dict)
+    suffix: str = "/from-config"
+
+
+@dataclass(frozen=True, slots=True)
+class Positions(Generic[K]):
+    """Rows at posted position ids. ``axes(key)``: 1 for ids of one axis (``(L,)`` or
+    ``(B, L)``), ``n`` for a leading axis of ``n`` (an M-RoPE table's ``(3, L)``, a grid's
+    ``(2, L)``); ``integers``: ids are integers (else any finite numbers, as diffusion
+    timesteps); ``at(key, ids)``: the ``(N, width)`` rows of ``ids`` shaped ``(N,)`` or
+    ``(n, N)``; required but for integer ids of one axis of a cached table, whose rows are
+    read from the cache's pages where dense."""
+
+    summary: str
+    operation_id: str
+    axes: Callable[[K], int] = lambda key: 1
+    integers: bool = True
+    at: Callable[[K, Any], Rows] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Declared(Generic[Q, K]):
+    """A family as its routes are built: the registry's family, the ``GET``'s path (default
+    ``/v1/encodings/{name}``), query model and JSON answer's model; the query's key
+    (``key_cost``: what building it costs in table numbers, 0: built on the event loop),
+    the block it names, and the fields its answers state; ``width_name``: how limits name a
+    row's width; ``check``: limits of its own instead of a table's; ``shape``: what
+    ``X-Shape`` holds, for its OpenAPI."""
+
+    family: Family[K]
+    query: type[Q]
+    key: Callable[[Q], K]
+    block: Callable[[Q, K], Block]
+    describe: Callable[[Q, K], Mapping[str, Any]]
+    document: type[BaseModel]
+    summary: str
+    operation_id: str
+    path: str = ""
+    width_name: str = "width"
+    key_cost: Callable[[Q], int] = lambda query: 0
+    check: Callable[[Q, Limits, Format], None] | None = None
+    shape: str = "rows,cols of the block"
+    answer: str = "The table."
+    from_document: FromDocument | None = None
+    positions: Positions[K] | None = None
+    # the path counts in the ETag (two families' fields may coincide); False for the
+    # families whose tags predate the seam, which clients and caches hold
+    path_in_etag: bool = True
+
+    @property
+    def resource(self) -> str:
+        return self.path or f"/v1/encodings/{self.family.name}"
+
+    async def key_of(self, runtime: Runtime, query: Q) -> K:
+        """The query's key, checked: off the event loop where building it costs work (a new
+        rotary key's exact frequencies)."""
+        cost = self.key_cost(query)
+        return self.key(query) if cost == 0 else await runtime.compute(cost, self.key, query)
+
+    def preloaded(self, text: str) -> tuple[Key, int]:
+        """``PE_PRELOAD``'s ``NAME?QUERY``: the key of a table and its rows from 0."""
+        if self.family.block is not None:
+            raise ValueError(f"{self.family.name} is computed per request, never kept")
+        pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, strict_parsing=True)
+        fields = dict(pairs)
+        if len(fields) < len(pairs):
+            raise ValueError("a parameter is given more than once; give each parameter once")
+        query = self.query.model_validate(fields)
+        key = self.key(query)
+        return key, self.block(query, key).stop
