@@ -65,6 +65,45 @@ export interface RotaryParams extends Params {
   stop?: number;
 }
 
+/** What a config.json does not say (these override what it does). */
+export interface FromConfigParams extends Params {
+  /** Default: the config's max_position_embeddings (required when it has none). */
+  maxLen?: number;
+  start?: number;
+  stop?: number;
+  convention?: "half" | "interleaved";
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
+/** A model's Hugging Face config.json: parsed, as JSON text, or its bytes. */
+export type Config = Record<string, unknown> | string | ArrayBuffer | ArrayBufferView | Blob;
+
+/** Rotary (RoPE) tables, each `[rows, rotaryDim]`. */
+export interface CosSin {
+  cos: Tensor;
+  sin: Tensor;
+  /** safetensors answers: the table's parameters, as strings. */
+  metadata?: Record<string, string>;
+}
+
+/** A parameter a preset takes, with its default and bounds. */
+export interface PresetParameter {
+  name: string;
+  default: unknown;
+  description: string;
+  [field: string]: unknown;
+}
+
+/** A sinusoidal preset as `GET /v1/presets` lists it; the service documents its fields. */
+export interface Preset {
+  name: string;
+  summary: string;
+  formula: string;
+  parameters: PresetParameter[];
+  [field: string]: any;
+}
+
 export interface SlopesParams extends Params {
   numHeads: number;
   dtype?: DType;
@@ -126,14 +165,17 @@ export class Client {
     params?: Params,
     init?: { body?: BodyInit; headers?: Record<string, string> },
   ): Promise<Response>;
-  encoding(family: string, params: Params): Promise<Tensor | Safetensors>;
+  /** Any family's table; `maxLen` only where the family takes one. */
+  encoding(family: string, params?: Params): Promise<Tensor | Safetensors>;
   table(params: TableParams): Promise<Tensor>;
-  rotary(params: RotaryParams): Promise<{ cos: Tensor; sin: Tensor; metadata?: Record<string, string> }>;
+  rotary(params: RotaryParams): Promise<CosSin>;
+  /** `POST /v1/encodings/rotary/from-config`: the tables of a model from its config.json. */
+  fromConfig(config: Config, params?: FromConfigParams): Promise<CosSin>;
   alibiSlopes(params: SlopesParams): Promise<Tensor>;
   alibiBias(params: BiasParams): Promise<Tensor>;
   apply(tensor: Tensor, params?: ApplyParams): Promise<Tensor>;
   rotaryApply(tensor: Tensor, params?: ApplyParams): Promise<Tensor>;
-  presets(): Promise<Array<Record<string, any>>>;
+  presets(): Promise<Preset[]>;
   cacheStats(): Promise<Record<string, any>>;
   ready(): Promise<boolean>;
 }

@@ -196,6 +196,25 @@ function only(decoded) {
   return decoded.tensors[name];
 }
 
+/** A model's config.json as a request body: JSON text or bytes as they are, an object as
+ * JSON. A number JSON cannot hold (NaN, Infinity) is refused here: JSON.stringify would
+ * send null, which the config's reader takes for "not given". */
+function configBody(config) {
+  if (typeof config === "string" || config instanceof ArrayBuffer || ArrayBuffer.isView(config)) {
+    return config;
+  }
+  if (typeof Blob !== "undefined" && config instanceof Blob) return config;
+  if (config === null || typeof config !== "object" || Array.isArray(config)) {
+    throw new TypeError("config must be an object, JSON text, or the bytes of a config.json");
+  }
+  return JSON.stringify(config, (name, value) => {
+    if (typeof value === "number" && !Number.isFinite(value)) {
+      throw new TypeError(`config: ${name} is ${value}, which JSON cannot hold`);
+    }
+    return value;
+  });
+}
+
 function halves(stacked) {
   const [, rows, width] = stacked.shape;
   const size = rows * width;
@@ -205,6 +224,16 @@ function halves(stacked) {
     dtype: stacked.dtype,
   });
   return { cos: part(0), sin: part(1) };
+}
+
+/** A rotary answer as `{cos, sin}`: safetensors' two tensors (and its metadata), else the
+ * two halves of the stacked `[2, rows, rotaryDim]`. */
+function cosSin(answer) {
+  if (answer.tensors) {
+    const { cos, sin } = answer.tensors;
+    return { cos, sin, metadata: answer.metadata };
+  }
+  return halves(answer);
 }
 
 /** The service over HTTP. Parameters are the query string's, in camelCase (`maxLen`) or
@@ -250,9 +279,10 @@ export class Client {
     return decode(format, await response.arrayBuffer(), response.headers);
   }
 
-  /** Any family's table, `GET /v1/encodings/{family}`; a safetensors answer is returned
-   * whole (`{tensors, metadata}`). */
-  async encoding(family, params) {
+  /** Any family's table, `GET /v1/encodings/{family}`, by the parameters its query string
+   * takes (`maxLen` where it takes one); a safetensors answer is returned whole
+   * (`{tensors, metadata}`). */
+  async encoding(family, params = {}) {
     return this.tensor("GET", `/v1/encodings/${family}`, params);
   }
 
@@ -263,12 +293,17 @@ export class Client {
 
   /** The rotary (RoPE) tables `{cos, sin}`, each `[rows, rotaryDim]`. */
   async rotary(params) {
-    const answer = await this.encoding("rotary", params);
-    if (answer.tensors) {
-      const { cos, sin } = answer.tensors;
-      return { cos, sin, metadata: answer.metadata };
-    }
-    return halves(answer);
+    return cosSin(await this.encoding("rotary", params));
+  }
+
+  /** A model's rotary tables `{cos, sin}` from its Hugging Face config.json (an object,
+   * JSON text, or its bytes: under Node, `await readFile("config.json")`), as `rotary`
+   * gives them. `maxLen` defaults to the config's `max_position_embeddings`; `maxLen`,
+   * `start`, `stop`, `convention`, `rounding` and `dtype` given here override the config. */
+  async fromConfig(config, params = {}) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    const path = "/v1/encodings/rotary/from-config";
+    return cosSin(await this.tensor("POST", path, params, init));
   }
 
   /** The ALiBi slopes of `numHeads` heads. */
@@ -318,7 +353,8 @@ export class Client {
     return only(await this.tensor("POST", path, params, init));
   }
 
-  /** The sinusoidal presets, each with its source and formula. */
+  /** The sinusoidal presets (`GET /v1/presets`), each with its source, formula and
+   * parameters. */
   async presets() {
     return (await (await this.request("GET", "/v1/presets")).json()).presets;
   }

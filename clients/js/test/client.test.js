@@ -115,6 +115,110 @@ describe("rotary and ALiBi", () => {
   });
 });
 
+describe("rotary from a config.json", () => {
+  // Llama 3.1 8B's config.json: its RoPE fields and those head_dim is read from
+  const llama31 = {
+    architectures: ["LlamaForCausalLM"],
+    hidden_size: 4096,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    max_position_embeddings: 131072,
+    rope_theta: 500000.0,
+    rope_scaling: {
+      factor: 8.0,
+      low_freq_factor: 1.0,
+      high_freq_factor: 4.0,
+      original_max_position_embeddings: 8192,
+      rope_type: "llama3",
+    },
+  };
+  // the same, as the GET names it
+  const llama31Query = {
+    headDim: 128,
+    base: 500000,
+    scaling: "llama3",
+    factor: 8,
+    lowFreqFactor: 1,
+    highFreqFactor: 4,
+    originalMaxPositionEmbeddings: 8192,
+  };
+  // a plain RoPE model: no scaling, head_dim = hidden_size / num_attention_heads
+  const plain = {
+    hidden_size: 1024,
+    num_attention_heads: 16,
+    max_position_embeddings: 2048,
+    rope_theta: 1000000.0,
+  };
+  const plainQuery = { headDim: 64, base: 1000000 };
+
+  test("Llama 3.1's tables are the GET's", async () => {
+    const got = await pe.fromConfig(llama31, { maxLen: 64 });
+    assert.deepEqual(got, await pe.rotary({ ...llama31Query, maxLen: 64 }));
+    assert.deepEqual(got.cos.shape, [64, 128]);
+    assert.equal(got.cos.dtype, "float32");
+    // no maxLen: the config's max_position_embeddings; only the last rows fetched
+    const last = await pe.fromConfig(llama31, { start: 131064 });
+    assert.deepEqual(last, await pe.rotary({ ...llama31Query, maxLen: 131072, start: 131064 }));
+    assert.deepEqual(last.sin.shape, [8, 128]);
+    const unscaled = await pe.rotary({ maxLen: 64, headDim: 128, base: 500000 });
+    assert.notDeepEqual(got.cos.data, unscaled.cos.data); // the config's llama3 scaling
+  });
+
+  test("a plain config, as an object, JSON text and bytes, in every format", async () => {
+    const want = await pe.rotary({ ...plainQuery, maxLen: 2048 });
+    const text = JSON.stringify(plain);
+    for (const config of [plain, text, new TextEncoder().encode(text)]) {
+      assert.deepEqual(await pe.fromConfig(config), want, typeof config);
+    }
+    for (const format of ["npy", "safetensors"]) {
+      const { cos, sin } = await pe.fromConfig(plain, { maxLen: 16, format });
+      const exact = rotary(16, 64, 1000000);
+      assert.ok(maxDifference(cos.data, exact.cos) < 1e-6, format);
+      assert.ok(maxDifference(sin.data, exact.sin) < 1e-6, format);
+    }
+  });
+
+  test("the parameters given override the config", async () => {
+    const params = {
+      maxLen: 40,
+      start: 30,
+      stop: 35,
+      convention: "interleaved",
+      rounding: "exact",
+      dtype: "float64",
+    };
+    const got = await pe.fromConfig(llama31, params);
+    assert.deepEqual(got, await pe.rotary({ ...llama31Query, ...params }));
+    assert.deepEqual(got.cos.shape, [5, 128]);
+    assert.ok(got.cos.data instanceof Float64Array);
+    assert.equal(got.cos.data[0], got.cos.data[1]); // interleaved: pairs side by side
+    const longer = await pe.fromConfig(plain, { max_len: 4096, start: 4090, rounding: "exact" });
+    const want = rotary(4096, 64, 1000000);
+    assert.ok(maxDifference(longer.cos.data, want.cos.subarray(4090 * 64)) < 1e-6);
+  });
+
+  test("a refused config is a ProblemError with the detail", async () => {
+    await assert.rejects(pe.fromConfig({ ...plain, head_dim: 7 }), (error) => {
+      assert.ok(error instanceof ProblemError);
+      assert.equal(error.status, 422);
+      assert.match(error.detail, /head_dim.*must be even/);
+      return true;
+    });
+    await assert.rejects(pe.fromConfig({ head_dim: 8 }), (error) => {
+      assert.match(error.detail, /give max_len/);
+      return true;
+    });
+    await assert.rejects(pe.fromConfig("{not json", { maxLen: 8 }), (error) => {
+      assert.equal(error.status, 400);
+      assert.match(error.detail, /not JSON/);
+      return true;
+    });
+    // JSON has no NaN: refused before it is sent (JSON.stringify would send null)
+    await assert.rejects(pe.fromConfig({ ...plain, rope_theta: NaN }), TypeError);
+    await assert.rejects(pe.fromConfig(null), TypeError);
+  });
+});
+
 describe("apply", () => {
   const shape = [2, 16, 64];
   const x = { data: random(2 * 16 * 64), shape, dtype: "float32" };
@@ -178,6 +282,25 @@ describe("problems and the rest", () => {
     const flat = { data: new Float32Array(4), shape: [4], dtype: "float32" };
     await assert.rejects(pe.apply(flat), (error) => error.status === 422);
     await assert.rejects(pe.table({ maxLen: 4, dModel: 4, format: "json" }), TypeError);
+  });
+
+  test("the generic call without maxLen, and the presets", async () => {
+    await assert.rejects(pe.encoding("rotary", { headDim: 8 }), (error) => {
+      assert.deepEqual(
+        error.problem.errors.map((each) => each.name),
+        ["max_len"],
+      );
+      return true;
+    });
+    await assert.rejects(pe.encoding("rotary"), (error) => error.status === 422);
+    const stacked = await pe.encoding("rotary", { maxLen: 4, headDim: 8 });
+    assert.deepEqual(stacked.shape, [2, 4, 8]);
+    const presets = await pe.presets();
+    assert.ok(presets.length >= 2);
+    for (const preset of presets) {
+      assert.equal(typeof preset.name, "string");
+      assert.ok(Array.isArray(preset.parameters), preset.name);
+    }
   });
 
   test("readiness and the cache", async () => {

@@ -11,7 +11,17 @@ import httpx
 import numpy as np
 import pytest
 from posenc_client import ProblemError, read_npy, write_npy
-from posenc_client._wire import array_of, problem_of, query, wire
+from posenc_client._wire import (
+    NPY,
+    NPZ,
+    array_of,
+    cos_sin_of,
+    problem_of,
+    query,
+    read_npz,
+    wire,
+    write_config,
+)
 
 
 @pytest.mark.parametrize("dtype", ["<f4", ">f4", "<f8", "<f2", "<i4"])
@@ -72,6 +82,39 @@ def test_problems() -> None:
 def test_an_answer_that_is_not_npy_is_refused() -> None:
     with pytest.raises(ValueError, match=r"expected an \.npy answer"):
         array_of(httpx.Response(200, json={"data": []}))
+
+
+def test_npz_answers() -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, cos=np.ones((2, 4), np.float32), sin=np.zeros((2, 4), np.float32))
+    members = read_npz(buffer.getvalue())
+    assert sorted(members) == ["cos", "sin"]
+    assert members["cos"].flags.writeable
+    cos, sin = cos_sin_of(
+        httpx.Response(200, headers={"content-type": NPZ}, content=buffer.getvalue())
+    )
+    assert np.array_equal(cos, np.ones((2, 4)))
+    assert np.array_equal(sin, np.zeros((2, 4)))
+    with pytest.raises(ValueError, match=r"expected an \.npz answer"):
+        cos_sin_of(httpx.Response(200, headers={"content-type": NPY}, content=b""))
+    with pytest.raises(ProblemError):
+        cos_sin_of(httpx.Response(422, json={"title": "Invalid parameter", "detail": "why"}))
+
+
+@pytest.mark.parametrize(
+    ("config", "body"),
+    [
+        pytest.param({"rope_theta": 1e6}, b'{"rope_theta": 1000000.0}', id="dict"),
+        pytest.param(b'{"head_dim": 8}', b'{"head_dim": 8}', id="bytes-as-they-are"),
+    ],
+)
+def test_config_bodies(config: dict[str, float] | bytes, body: bytes) -> None:
+    assert write_config(config) == body
+
+
+def test_a_config_json_cannot_say_is_refused() -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        write_config({"rope_theta": float("inf")})
 
 
 def test_it_imports_nothing_from_the_service() -> None:

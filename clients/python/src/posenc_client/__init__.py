@@ -9,6 +9,7 @@ with its RFC 9457 problem document. It imports nothing from the service.
         table = pe.table(2048, 512)                      # numpy (2048, 512) float32
         y = pe.apply(x, position_ids=ids)                # x * sqrt(d_model) + PE[ids]
         cos, sin = pe.rotary(4096, 128, base=500000.0)   # RoPE, each (4096, 128)
+        cos, sin = pe.from_config("config.json", max_len=4096)  # a model's own RoPE
         bias = pe.alibi_bias(8, 512)                     # (8, 512, 512), -inf masked
 """
 

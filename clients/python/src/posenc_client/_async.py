@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -107,6 +110,27 @@ class AsyncClient:
         """The rotary (RoPE) tables ``(cos, sin)``, each ``(rows, rotary_dim)``; the
         scaling's parameters under Hugging Face's names (``factor=8.0``, ...)."""
         return await self._send(_wire.rotary(given(locals(), parameters)))
+
+    async def from_config(
+        self,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
+        *,
+        max_len: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        convention: Convention | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> tuple[Array, Array]:
+        """A model's rotary tables ``(cos, sin)`` from its Hugging Face ``config.json``
+        (parsed, a path to it, or its bytes), as :meth:`rotary` gives them; ``max_len``
+        defaults to the config's ``max_position_embeddings``, and the parameters given here
+        override the config's."""
+        request = given(locals(), parameters)
+        # a config.json is a few KiB: read where it is asked for, as httpx reads a file body
+        body = Path(config).read_bytes() if isinstance(config, str | os.PathLike) else config
+        return await self._send(_wire.from_config(body, request))
 
     async def rotary_apply(
         self,

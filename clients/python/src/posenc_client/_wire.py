@@ -5,6 +5,7 @@ here does I/O."""
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, TypeVar
@@ -23,11 +24,15 @@ Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama
 Form = Literal["causal", "bloom", "symmetric"]
 # a query parameter's value: numbers, words, booleans, or numbers separated by commas
 Value = int | float | str | bool | Sequence[float] | None
+# a model's config.json, parsed or as its bytes (the clients also take a path and read it)
+Config = Mapping[str, Any] | bytes
 
 NPY: Final = "application/x-npy"
 NPZ: Final = "application/x-npz"
+JSON: Final = "application/json"
 SINUSOIDAL: Final = "/v1/encodings/sinusoidal"
 ROTARY: Final = "/v1/encodings/rotary"
+FROM_CONFIG: Final = ROTARY + "/from-config"
 ALIBI: Final = "/v1/biases/alibi"
 
 
@@ -65,6 +70,20 @@ def write_npz(embeddings: ArrayLike, position_ids: ArrayLike) -> bytes:
     return buffer.getvalue()
 
 
+def read_npz(data: bytes) -> dict[str, Array]:
+    """The members of an ``.npz`` archive by name (NumPy's own reader; pickles refused)."""
+    with np.lib.npyio.NpzFile(io.BytesIO(data), allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def write_config(config: Config) -> bytes:
+    """A model's ``config.json`` as the body to post: bytes as they are, a mapping as JSON
+    (NaN and the infinities refused here: JSON has no word for them)."""
+    if isinstance(config, bytes):
+        return config
+    return json.dumps(dict(config), allow_nan=False).encode()
+
+
 def wire(value: int | float | str | bool | Sequence[float]) -> str:
     """A parameter's value as the query string says it: floats in full (``repr``),
     booleans in lower case, sequences (longrope's factors) joined by commas."""
@@ -97,14 +116,34 @@ def problem_of(response: httpx.Response) -> ProblemError:
     return ProblemError(response.status_code, problem)
 
 
-def array_of(response: httpx.Response) -> Array:
-    """The ``.npy`` array of a successful answer, else :class:`ProblemError`."""
+def content_of(response: httpx.Response, expected: str) -> bytes:
+    """The body of a successful answer of media type ``expected``; an error answer raises
+    :class:`ProblemError`, a success of another type :class:`ValueError`."""
     if response.status_code >= 400:
         raise problem_of(response)
     kind = response.headers.get("content-type", "").split(";")[0].strip()
-    if kind != NPY:
-        raise ValueError(f"expected an .npy answer ({NPY}), got {kind or 'no content type'}")
-    return read_npy(response.content)
+    if kind != expected:
+        suffix = {NPY: ".npy", NPZ: ".npz"}.get(expected, expected)
+        raise ValueError(
+            f"expected an {suffix} answer ({expected}), got {kind or 'no content type'}"
+        )
+    return response.content
+
+
+def array_of(response: httpx.Response) -> Array:
+    """The ``.npy`` array of a successful answer, else :class:`ProblemError`."""
+    return read_npy(content_of(response, NPY))
+
+
+def members_of(response: httpx.Response) -> dict[str, Array]:
+    """The ``.npz`` members of a successful answer by name, else :class:`ProblemError`."""
+    return read_npz(content_of(response, NPZ))
+
+
+def cos_sin_of(response: httpx.Response) -> tuple[Array, Array]:
+    """A rotary table's ``.npz`` answer (members ``cos`` and ``sin``) as ``(cos, sin)``."""
+    members = members_of(response)
+    return members["cos"], members["sin"]
 
 
 def pair_of(response: httpx.Response) -> tuple[Array, Array]:
@@ -141,6 +180,16 @@ def rotary(given: Mapping[str, Value]) -> Call[tuple[Array, Array]]:
     return Call("GET", ROTARY, pair_of, query({**given, "format": "npy"}))
 
 
+def from_config(config: Config, given: Mapping[str, Value]) -> Call[tuple[Array, Array]]:
+    """``POST /v1/encodings/rotary/from-config`` with a model's ``config.json``; the
+    ``given`` parameters (rows, convention, rounding, dtype) override the config's; the
+    answer as ``.npz``."""
+    params = query({**given, "format": "npz"})
+    return Call(
+        "POST", FROM_CONFIG, cos_sin_of, params, write_config(config), {"content-type": JSON}
+    )
+
+
 def apply(
     path: str, batch: ArrayLike, position_ids: ArrayLike | None, given: Mapping[str, Value]
 ) -> Call[Array]:
@@ -164,7 +213,7 @@ def bias(given: Mapping[str, Value]) -> Call[Array]:
 
 def given(names: Mapping[str, Any], parameters: Mapping[str, Value]) -> dict[str, Value]:
     """A method's parameters from its ``locals()`` and its other keyword arguments."""
-    skip = ("self", "batch", "position_ids", "parameters")
+    skip = ("self", "config", "batch", "position_ids", "parameters")
     return {**{k: v for k, v in names.items() if k not in skip}, **parameters}
 
 
