@@ -107,6 +107,9 @@ def test_the_page_has_a_view_each_for_sinusoidal_rope_and_alibi(api: httpx.Clien
     for view in ("rope", "alibi"):
         assert f'id="{view}-problem" class="problem" role="alert" hidden' in text
         assert f'id="{view}-status"' in text
+    # and says in a place of its own when it draws every step-th position (hidden until then)
+    for prefix in ("", "rope-", "alibi-"):
+        assert f'<p id="{prefix}sampling" class="sampling" hidden></p>' in text
 
 
 def test_the_rope_controls_offer_what_the_service_takes(api: httpx.Client) -> None:

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Final
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import numpy as np
@@ -39,6 +39,20 @@ from tests.support import (
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = ROOT / "artifacts"
+ROTARY: Final = "/v1/encodings/rotary"
+BIAS: Final = "/v1/biases/alibi"
+# Llama 3.1's rope_theta and rope_scaling (its config.json)
+LLAMA_31: Final = {
+    "base": "500000",
+    "scaling": "llama3",
+    "factor": "8",
+    "original_max_position_embeddings": "8192",
+    "low_freq_factor": "1",
+    "high_freq_factor": "4",
+}
+# Llama 3.1's own context, and 2^20: past what the page holds, so drawn every step-th
+REAL_LENGTHS: Final = [pytest.param(131072, id="131072"), pytest.param(1 << 20, id="2^20")]
+SAMPLES: Final = 512  # explorer.js's SAMPLES: the positions a sampled view fetches
 
 
 @dataclass
@@ -99,8 +113,9 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
-@pytest.fixture
-def visit(browser: Browser, url: str) -> Iterator[Visit]:
+@contextmanager
+def visiting(browser: Browser, url: str) -> Iterator[Visit]:
+    """A new page on the service at ``url``, watched (:class:`Visit`)."""
     context = browser.new_context(
         viewport={"width": 1200, "height": 1400},
         permissions=["clipboard-read", "clipboard-write"],
@@ -130,11 +145,19 @@ def visit(browser: Browser, url: str) -> Iterator[Visit]:
         context.close()
 
 
-def api_value(http: httpx.Client, layout: str, position: int, dimension: int) -> np.float32:
+@pytest.fixture
+def visit(browser: Browser, url: str) -> Iterator[Visit]:
+    with visiting(browser, url) as seen:
+        yield seen
+
+
+def api_value(
+    http: httpx.Client, layout: str, position: int, dimension: int, max_len: int = 2048
+) -> np.float32:
     document = http.get(
         TABLE,
         params={
-            "max_len": 2048,
+            "max_len": max_len,
             "d_model": 512,
             "layout": layout,
             "start": position,
@@ -263,10 +286,10 @@ def test_the_explorer_shows_the_services_problems(visit: Visit) -> None:
     assert "d_model" in page.text_content("#problem")  # type: ignore[operator]
     assert page.is_visible("#problem")
     page.fill("#d_model", "4")
-    page.fill("#max_len", "2000000")
+    page.fill("#max_len", str(2**31 + 1))  # sampled, and its last position refused
     page.click("button[type=submit]")
     page.wait_for_function(
-        "() => document.getElementById('problem').textContent.includes('at most')"
+        "() => document.getElementById('problem').textContent.includes('PE_MAX_POSITION')"
     )
     page.fill("#max_len", "10")
     page.click("button[type=submit]")
@@ -341,6 +364,195 @@ def test_the_explorer_draws_the_rope_and_alibi_views(visit: Visit) -> None:
     page.wait_for_selector('#alibi-view[data-state="ready"][data-params*="form=symmetric"]')
     assert visit.off_host == []
     assert visit.errors == []
+
+
+def _requested(visit: Visit, path: str) -> list[dict[str, str]]:
+    """The queries of the page's requests to ``path``, one value a name."""
+    return [
+        {name: values[-1] for name, values in parse_qs(urlsplit(u).query).items()}
+        for u in visit.requests
+        if urlsplit(u).path == path
+    ]
+
+
+def _sampled(visit: Visit, prefix: str, note: str) -> None:
+    """The view says how it sampled, and shows no problem."""
+    page = visit.page
+    assert page.is_visible(f"#{prefix}sampling")
+    said = page.text_content(f"#{prefix}sampling") or ""
+    assert note in said, said
+    assert page.is_hidden(f"#{prefix}problem")
+
+
+def _one_row_each(queries: list[dict[str, str]], max_len: int, step: int) -> None:
+    """Every step-th position of ``max_len``, one row a request: within every limit."""
+    assert sorted(int(q["start"]) for q in queries) == list(range(0, max_len, step))
+    assert all(int(q["stop"]) == int(q["start"]) + 1 for q in queries)
+
+
+@pytest.mark.parametrize("max_len", REAL_LENGTHS)
+def test_the_sinusoidal_view_draws_a_long_table_from_every_step_th_position(
+    visit: Visit, max_len: int
+) -> None:
+    """Past the entries the page holds, it fetches every step-th row, draws the three views
+    from them, says so, and every value it shows is the service's at the position named."""
+    page = visit.page
+    page.goto(f"{visit.url}/?max_len={max_len}&d_model=512&position=70000")
+    visit.ready(f"{max_len}x512@10000:interleaved")
+    step = max_len // SAMPLES
+    assert visit.dataset("body")["step"] == str(step)
+    _sampled(visit, "", f"every {step:,}th position of {max_len:,} ({SAMPLES} rows")
+    _one_row_each(_requested(visit, TABLE), max_len, step)
+    assert visit.distinct_colours("heatmap") > 200
+    assert visit.distinct_colours("waves") > 20
+    assert visit.distinct_colours("similarity") > 10
+    # the position asked for is the nearest drawn
+    assert page.eval_on_selector("#similarity", "c => c.position") == round(70000 / step) * step
+    assert page.input_value("#position") == str(round(70000 / step) * step)
+    with httpx.Client(base_url=visit.url, timeout=30) as http:
+        for fx, fy in [(0, 0), (0.5, 0.5), (0.13, 0.77), (1, 1)]:
+            shown = visit.hover("heatmap", fx, fy)
+            position, dimension = int(shown["position"]), int(shown["dimension"])
+            assert position % step == 0
+            expected = api_value(http, "interleaved", position, dimension, max_len)
+            assert np.float32(shown["value"]) == expected
+        assert int(visit.hover("heatmap", 1, 1)["position"]) > max_len - 4 * step
+        waves = visit.hover("waves", 1, 0.5)
+        assert int(waves["position"]) == max_len - step  # the last position drawn
+        for dimension, value in json.loads(waves["values"]).items():
+            expected = api_value(http, "interleaved", max_len - step, int(dimension), max_len)
+            assert np.float32(value) == expected
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+@pytest.mark.parametrize("max_len", REAL_LENGTHS)
+def test_the_rope_view_draws_llama_31_at_its_context_and_past_it(
+    visit: Visit, max_len: int
+) -> None:
+    """Llama 3.1's RoPE at 131,072 positions and at 2^20: the wavelengths from positions 0
+    and 1 alone (no table), the angles from every step-th position, each value the
+    service's."""
+    page = visit.page
+    page.goto(f"{visit.url}/?view=rope&max_len={max_len}&{urlencode(LLAMA_31)}")
+    page.wait_for_selector('#rope-view[data-state="ready"]')
+    step = max_len // SAMPLES
+    assert visit.dataset("#rope-view")["step"] == str(step)
+    _sampled(visit, "rope-", f"every {step:,}th position of {max_len:,} ({SAMPLES} rows")
+    assert visit.distinct_colours("rope-angles") > 50
+    assert visit.distinct_colours("rope-wavelengths") > 2
+    # scaled, 32 of the 64 pairs (29 unscaled) never turn once in the 8192 positions Llama 3
+    # was first trained on
+    legend = page.text_content("#rope-legend") or ""
+    assert "32 of 64 pairs turn less than once in the original context" in legend, legend
+    asked = _requested(visit, ROTARY)
+    first = [q for q in asked if (q["start"], q["stop"]) == ("0", "2")]
+    assert sorted(q["scaling"] for q in first) == ["llama3", "none"]  # the wavelengths
+    _one_row_each([q for q in asked if q not in first], max_len, step)
+    query: dict[str, str | int] = {**LLAMA_31, "max_len": max_len, "head_dim": 128}
+    with httpx.Client(base_url=visit.url, timeout=30) as http:
+        for fx, fy in [(0, 0), (0.31, 0.93), (0.77, 0.5), (1, 1)]:
+            shown = visit.hover("rope-angles", fx, fy)
+            position, pair = int(shown["position"]), int(shown["pair"])
+            assert position % step == 0
+            row = {**query, "start": position, "stop": position + 1, "format": "npy"}
+            cos, sin = load(http.get(ROTARY, params=row))[:, 0, pair]
+            assert (np.float32(shown["cos"]), np.float32(shown["sin"])) == (cos, sin)
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+def test_the_rope_wavelengths_need_no_table(visit: Visit) -> None:
+    """A range of positions the service refuses leaves the angles blank and says why; the
+    wavelengths, from positions 0 and 1, are drawn all the same."""
+    page = visit.page
+    page.goto(f"{visit.url}/?view=rope&max_len=131072&start=5&stop=3&{urlencode(LLAMA_31)}")
+    page.wait_for_selector('#rope-view[data-state="error"]')
+    assert "stop" in page.text_content("#rope-problem")  # type: ignore[operator]
+    assert visit.distinct_colours("rope-wavelengths") > 2
+    assert visit.distinct_colours("rope-angles") == 1  # blank
+    assert visit.off_host == []
+    assert all("422" in error for error in visit.errors), visit.errors
+
+
+@pytest.mark.parametrize("max_len", REAL_LENGTHS)
+def test_the_alibi_view_draws_a_long_bias_from_its_last_row(visit: Visit, max_len: int) -> None:
+    """A bias of max_len² entries a head: every step-th query and key, read from the last
+    query row (an entry depends on i - j alone), one request; each value the service's."""
+    page = visit.page
+    page.goto(f"{visit.url}/?view=alibi&max_len={max_len}")
+    page.wait_for_selector('#alibi-view[data-state="ready"]')
+    step = max_len // SAMPLES
+    assert visit.dataset("#alibi-view")["step"] == f"{step},{step}"
+    _sampled(
+        visit,
+        "alibi-",
+        f"every {step:,}th query and every {step:,}th key of {max_len:,} × {max_len:,}",
+    )
+    assert _requested(visit, BIAS) == [
+        {
+            "num_heads": "8",
+            "max_len": str(max_len),
+            "form": "causal",
+            "start": str(max_len - 1),
+            "stop": str(max_len),
+            "format": "raw",
+        }
+    ]
+    assert visit.distinct_colours("alibi-bias") > 20
+    assert visit.distinct_colours("alibi-heads") > 20
+    shown = visit.hover("alibi-bias", 0.3, 0.8)
+    query, key = int(shown["query"]), int(shown["key"])
+    assert (query % step, key % step) == (0, 0)
+    assert key <= query  # not masked
+    with httpx.Client(base_url=visit.url, timeout=60) as http:
+        row: dict[str, str | int] = {
+            "num_heads": 8,
+            "max_len": max_len,
+            "start": query,
+            "stop": query + 1,
+            "format": "npy",
+        }
+        assert np.float32(shown["value"]) == load(http.get(BIAS, params=row))[0, 0, key]
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> None:
+    """A table the page would hold whole but the service refuses whole (PE_MAX_ELEMENTS)
+    comes in slices under the limit, every row of it; an ALiBi bias, from its last row."""
+    limit = 100_000
+    with running({"PE_MAX_ELEMENTS": str(limit)}) as small, visiting(browser, small) as visit:
+        page = visit.page
+        page.goto(f"{small}/?max_len=2048&d_model=512")
+        visit.ready("2048x512@10000:interleaved")
+        assert visit.dataset("body")["step"] == "1"
+        assert page.is_hidden("#sampling")
+        slices = [q for q in _requested(visit, TABLE) if "start" in q]
+        assert sum(int(q["stop"]) - int(q["start"]) for q in slices) == 2048
+        assert all((int(q["stop"]) - int(q["start"])) * 512 <= limit for q in slices)
+        with httpx.Client(base_url=small, timeout=30) as http:
+            for fx, fy in [(0.2, 0.3), (0.9, 0.95)]:
+                shown = visit.hover("heatmap", fx, fy)
+                position, dimension = int(shown["position"]), int(shown["dimension"])
+                expected = api_value(http, "interleaved", position, dimension)
+                assert np.float32(shown["value"]) == expected
+        page.goto(f"{small}/?view=rope")
+        page.wait_for_selector('#rope-view[data-state="ready"]')
+        assert visit.dataset("#rope-view")["step"] == "1"
+        assert visit.distinct_colours("rope-angles") > 50
+        page.goto(f"{small}/?view=alibi&max_len=256")
+        page.wait_for_selector('#alibi-view[data-state="ready"]')
+        _sampled(visit, "alibi-", "Every entry of 256 × 256, read from the last query row")
+        with httpx.Client(base_url=small, timeout=30) as http:
+            shown = visit.hover("alibi-bias", 0.4, 0.7)
+            query, key = int(shown["query"]), int(shown["key"])
+            row = {"num_heads": 8, "max_len": 256, "start": query, "stop": query + 1}
+            bias = load(http.get(BIAS, params={**row, "format": "npy"}))
+            assert np.float32(shown["value"]) == bias[0, 0, key]
+        assert visit.off_host == []
+        # the browser reports the refused whole requests itself; nothing else went wrong
+        assert all("422" in error for error in visit.errors), visit.errors
 
 
 def test_swagger_ui_works_offline(visit: Visit) -> None:

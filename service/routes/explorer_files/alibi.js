@@ -1,6 +1,8 @@
 // The ALiBi view: fetches the head slopes (float32, (H,)) and the bias (float32,
 // (H, L, key_len), masked entries -inf) from the raw endpoints and draws one head large,
 // every head small, and lists the slopes. Uses explorer.js's helpers (window.explorer).
+// A bias too large to hold is drawn every step-th query and key: an entry depends on the
+// distance i - j alone, so the last query row, which holds every distance, gives them all.
 "use strict";
 
 (() => {
@@ -19,8 +21,10 @@
   const COLORBAR = 84;
   const TILE = 110; // the smallest tile of "every head", CSS pixels
   const LABEL = 16; // the label above a tile, CSS pixels
+  const ROW = 1 << 23; // the most entries of the one query row a sampled bias is read from
 
-  // {params, heads, rows, cols, bias, slopes, ranges: [{low, high, masked}]}
+  // {params, heads, queries, keys, rows, cols, qstep, kstep, bias, slopes, ranges: [{low,
+  // high, masked}]}: bias is (heads, rows, cols), row a query a × qstep, column b key b × kstep
   let current = null;
   let generation = 0;
   let pending = null;
@@ -61,14 +65,80 @@
   // --- loading ------------------------------------------------------------------------
 
   async function fetchRaw(url, signal, dims) {
-    const response = await fetch(url, { headers: { Accept: "application/octet-stream" }, signal });
-    if (!response.ok) throw await E.problemOf(response);
-    const shape = (response.headers.get("X-Shape") || "").split(",").map(Number);
-    const data = E.decode(await response.arrayBuffer(), response.headers.get("X-Dtype"));
-    if (shape.length !== dims || shape.reduce((a, b) => a * b, 1) !== data.length) {
-      throw new Error(`unexpected X-Shape ${response.headers.get("X-Shape")} from ${url}`);
+    const answer = await E.fetchRaw(url, signal);
+    if (answer.shape.length !== dims) {
+      throw new Error(`unexpected X-Shape ${answer.shape} from ${url}`);
     }
-    return { shape, data };
+    return answer;
+  }
+
+  /** Every step-th of ``count`` positions: at most ``most`` of them. */
+  function every(count, most) {
+    const step = Math.ceil(count / Math.min(most, count));
+    return { step, count: Math.ceil(count / step) };
+  }
+
+  /** The sampled bias (heads, rows, cols) from ``last``, the last query row (heads, keys):
+   *  query i sits at key position i + keys - queries, and its entry for key j is the last
+   *  row's at the same distance (``-inf`` where j is after the query, when masked). */
+  function fromLastRow(last, grid) {
+    const { heads, queries, keys, form, rows, cols, qstep, kstep } = grid;
+    const out = new Float32Array(heads * rows * cols);
+    for (let h = 0; h < heads; h++) {
+      const row = last.subarray(h * keys, (h + 1) * keys);
+      for (let a = 0; a < rows; a++) {
+        const query = a * qstep + keys - queries;
+        const at = (h * rows + a) * cols;
+        for (let b = 0; b < cols; b++) {
+          const d = query - b * kstep;
+          if (form === "symmetric") out[at + b] = row[keys - 1 - Math.abs(d)];
+          else if (d < 0) out[at + b] = -Infinity;
+          else out[at + b] = form === "bloom" ? row[b * kstep] : row[keys - 1 - d];
+        }
+      }
+    }
+    return out;
+  }
+
+  /** Every kstep-th column of sampled query rows: ``blocks`` a head each, (rows, keys). */
+  function fromRows(blocks, grid) {
+    const { heads, keys, rows, cols, kstep } = grid;
+    const out = new Float32Array(heads * rows * cols);
+    for (let h = 0; h < heads; h++) {
+      for (let a = 0; a < rows; a++) {
+        const at = (h * rows + a) * cols;
+        for (let b = 0; b < cols; b++) out[at + b] = blocks[h][a * keys + b * kstep];
+      }
+    }
+    return out;
+  }
+
+  /** A bias too large to hold (or refused whole by the service), sampled: from its last query
+   *  row when that holds every distance (not so for a symmetric bias of fewer keys than
+   *  queries: then from every qstep-th query row, a request each). */
+  async function sampled(params, signal, progress, why) {
+    const heads = Number(params.num_heads);
+    const queries = Number(params.max_len);
+    const keys = Number(params.key_len || params.max_len);
+    if (heads * keys > ROW) {
+      throw new Error(`num_heads × key_len is ${(heads * keys).toLocaleString("en")}; the ` +
+        `explorer reads at most ${ROW.toLocaleString("en")} entries of one query row.`);
+    }
+    const side = Math.max(1, Math.min(E.SAMPLES, Math.floor(Math.sqrt(E.MAX_ENTRIES / heads))));
+    const k = every(keys, side);
+    const url = (start, stop) => `${BIAS}?${query(params, start === undefined
+      ? { format: "raw" } : { start, stop, format: "raw" })}`;
+    const grid = { heads, queries, keys, form: params.form, cols: k.count, kstep: k.step, why };
+    if (params.form !== "symmetric" || keys >= queries) {
+      const q = every(queries, side);
+      Object.assign(grid, { rows: q.count, qstep: q.step, how: "diagonals" });
+      const { data } = await fetchRaw(url(queries - 1, queries), signal, 3);
+      return { ...grid, bias: fromLastRow(data, grid) };
+    }
+    const plan = E.sampling(0, queries, heads * keys); // whole rows: as many as fit
+    Object.assign(grid, { rows: plan.count, qstep: plan.step, how: "rows" });
+    const { blocks } = await E.fetchRows(plan, url, signal, progress);
+    return { ...grid, bias: fromRows(blocks, grid) };
   }
 
   /** Each head's finite range, and whether it has masked entries. */
@@ -96,40 +166,57 @@
     const mine = ++generation;
     if (pending) pending.abort();
     pending = new AbortController();
+    const { signal } = pending;
     const keys = Number(params.key_len || params.max_len);
     const entries = Number(params.num_heads) * Number(params.max_len) * keys;
-    if (entries > E.MAX_ENTRIES) {
-      fail(new Error(`num_heads × max_len × key_len is ${entries.toLocaleString("en")}; the explorer ` +
-        `draws at most ${E.MAX_ENTRIES.toLocaleString("en")} entries.`));
-      return;
-    }
     const view = $("alibi-view");
     view.dataset.state = "loading";
     $("alibi-status").textContent = "Loading…";
     const started = performance.now();
+    const progress = (done, all) => {
+      if (mine === generation) $("alibi-status").textContent = `Loading… ${done} of ${all} rows`;
+    };
+    /** The whole bias as one grid; one over the service's PE_MAX_ELEMENTS is sampled. */
+    async function whole() {
+      try {
+        const { shape: [heads, rows, cols], data } =
+          await fetchRaw(`${BIAS}?${query(params, { format: "raw" })}`, signal, 3);
+        return {
+          heads, queries: rows, keys: cols, rows, cols, qstep: 1, kstep: 1, bias: data,
+          how: "whole",
+        };
+      } catch (error) {
+        if (E.elementLimit(error)) return sampled(params, signal, progress, "refused");
+        throw error;
+      }
+    }
     try {
-      const [slopes, bias] = await Promise.all([
+      const [slopes, grid] = await Promise.all([
         fetchRaw(`${SLOPES}?${query({ num_heads: params.num_heads }, { format: "raw" })}`,
-          pending.signal, 1),
-        fetchRaw(`${BIAS}?${query(params, { format: "raw" })}`, pending.signal, 3),
+          signal, 1),
+        entries > E.MAX_ENTRIES ? sampled(params, signal, progress, "large") : whole(),
       ]);
       if (mine !== generation) return;
       const fetched = performance.now() - started;
-      const [heads, rows, cols] = bias.shape;
+      const { heads, queries, rows, cols, qstep, kstep, bias } = grid;
       current = {
-        params, heads, rows, cols, bias: bias.data, slopes: slopes.data,
-        ranges: ranges(bias.data, heads, rows * cols),
+        params, ...grid, slopes: slopes.data, ranges: ranges(bias, heads, rows * cols),
       };
       listSlopes();
       const drawn = drawAll();
       $("alibi-problem").hidden = true;
-      const size = (bias.data.byteLength / 1048576).toFixed(2);
-      $("alibi-status").textContent = `${heads} heads × ${rows} queries × ${cols} keys, ` +
-        `float32 (${size} MiB): fetched in ${fetched.toFixed(0)} ms, drawn in ` +
-        `${drawn.toFixed(1)} ms.`;
+      $("alibi-sampling").textContent = samplingNote(grid);
+      $("alibi-sampling").hidden = grid.how === "whole";
+      const size = (bias.byteLength / 1048576).toFixed(2);
+      const drawnOf = grid.how === "whole" ? "" : `, drawn ${rows} × ${cols}`;
+      const n = (value) => value.toLocaleString("en");
+      $("alibi-status").textContent = `${heads} heads × ${n(queries)} queries × ` +
+        `${n(grid.keys)} keys${drawnOf}, float32 (${size} MiB): fetched in ` +
+        `${fetched.toFixed(0)} ms, drawn in ${drawn.toFixed(1)} ms.`;
       Object.assign(view.dataset, {
         state: "ready",
         params: query(params),
+        step: `${qstep},${kstep}`,
         fetchMs: fetched.toFixed(2),
         drawMs: drawn.toFixed(2),
       });
@@ -140,6 +227,23 @@
       if (error.name === "AbortError" || mine !== generation) return;
       fail(error);
     }
+  }
+
+  /** What the page says of a grid not fetched whole ("" when it was). */
+  function samplingNote({ how, why, queries, keys, rows, cols, qstep, kstep }) {
+    if (how === "whole") return "";
+    const n = (value) => value.toLocaleString("en");
+    const every = (step, what) => `every ${step === 1 ? "" : `${E.ordinal(step)} `}${what}`;
+    const which = qstep === 1 && kstep === 1 ? `Every entry of ${n(queries)} × ${n(keys)}`
+      : `Sampled: ${every(qstep, "query")} and ${every(kstep, "key")} of ${n(queries)} × ` +
+        `${n(keys)} (${n(rows)} × ${n(cols)})`;
+    const from = how === "diagonals"
+      ? "read from the last query row, one request (an entry depends on the distance i − j " +
+        "alone, and that row holds every distance)"
+      : "each query row fetched on its own";
+    const reason = why === "large" ? `the bias holds more than the ${n(E.MAX_ENTRIES)} ` +
+      "entries the page draws" : "the service refuses the whole bias (PE_MAX_ELEMENTS)";
+    return `${which}, ${from}: ${reason}.`;
   }
 
   function fail(error) {
@@ -193,9 +297,12 @@
     const image = ctx.createImageData(plot.w, plot.h);
     paint(image.data, plot.w, 0, 0, plot.w, plot.h, head);
     ctx.putImageData(image, plot.x, plot.y);
+    const { queries, keys, qstep, kstep } = current;
+    const across = cols * kstep;
+    const down = rows * qstep;
     E.axes(ctx, plot, ratio,
-      { low: 0, high: cols, label: `key j (head ${head})`, at: (t) => (t / cols) * plot.w },
-      { low: 0, high: rows, label: shift(rows, cols), at: (t) => (t / rows) * plot.h });
+      { low: 0, high: across, label: `key j (head ${head})`, at: (t) => (t / across) * plot.w },
+      { low: 0, high: down, label: shift(queries, keys), at: (t) => (t / down) * plot.h });
     colorbar(ctx, plot, ratio, all[head]);
     canvas.head = head;
     for (const item of $("alibi-slopes").children) {
@@ -204,8 +311,8 @@
   }
 
   /** The queries' axis: query i is key position i + key_len - max_len. */
-  function shift(rows, cols) {
-    return cols === rows ? "query i" : `query i (at key i + ${cols - rows})`;
+  function shift(queries, keys) {
+    return keys === queries ? "query i" : `query i (at key i + ${keys - queries})`;
   }
 
   function colorbar(ctx, plot, ratio, { low, high }) {
@@ -293,10 +400,12 @@
 
   // --- hovering -----------------------------------------------------------------------
 
-  function readout(event, head, i, j) {
-    const { rows, cols, bias, slopes } = current;
-    const v = bias[(head * rows + i) * cols + j];
+  /** The entry of row ``a``, column ``b`` of head ``head``'s (sampled) grid. */
+  function readout(event, head, a, b) {
+    const { rows, cols, qstep, kstep, bias, slopes } = current;
+    const v = bias[(head * rows + a) * cols + b];
     const value = Number.isFinite(v) ? E.shortest(v) : String(v);
+    const [i, j] = [a * qstep, b * kstep];
     E.show(event, [
       `head ${head} (m = ${E.shortest(slopes[head])})`, `query ${i}, key ${j}`,
       Number.isFinite(v) ? `bias ${value}` : "bias -inf (masked)",

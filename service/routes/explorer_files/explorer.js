@@ -2,11 +2,17 @@
 // X-Shape) and draws it three ways on canvases. No libraries, no build step, no other host.
 // This script is the sinusoidal view and the switch between views; it lends its helpers to
 // the other views (rope.js, alibi.js) as `window.explorer`, and starts once they registered.
+// A table too long to hold is drawn from every step-th position (`sampling`), each fetched
+// as a one-row slice, and the page says so.
 "use strict";
 
 (() => {
   const TABLE = "/v1/encodings/sinusoidal";
   const MAX_ENTRIES = 1 << 22; // 16 MiB of float32: more would make the page sluggish
+  // past MAX_ENTRIES, the positions drawn: half a canvas's width, fetched one row a request
+  // (a few milliseconds each), FETCHES at a time: 1 to 4 s on a loaded 2-core machine
+  const SAMPLES = 512;
+  const FETCHES = 6;
   const PARAMS = ["max_len", "d_model", "base", "layout", "preset", "rounding"];
   // matplotlib's RdBu (ColorBrewer, 11 classes): -1 is dark red, +1 dark blue, like the PNGs
   const RDBU = [
@@ -25,7 +31,8 @@
   const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
   const LUT = colormap(RDBU, 256);
 
-  let current = null; // {params, rows, cols, table}
+  // {params, rows, cols, table, step, total}: row r is position r × step of total
+  let current = null;
   let presets = null; // name -> {base, layout}: whether the preset takes them (/v1/presets)
   let generation = 0;
   let pending = null;
@@ -150,14 +157,19 @@
 
   // --- loading ------------------------------------------------------------------------
 
+  /** The service's problem as an Error: its fields' or its own detail, the document kept
+   *  as ``problem`` (a limit names its ``setting``, ``limit`` and ``requested``). */
   async function problemOf(response) {
+    let doc;
     try {
-      const doc = await response.json();
-      const fields = (doc.errors || []).map((e) => `${e.name}: ${e.detail}`);
-      return new Error(fields.length ? fields.join("; ") : doc.detail || doc.title);
+      doc = await response.json();
     } catch {
       return new Error(`${response.status} ${response.statusText}`);
     }
+    const fields = (doc.errors || []).map((e) => `${e.name}: ${e.detail}`);
+    const error = new Error(fields.length ? fields.join("; ") : doc.detail || doc.title);
+    error.problem = doc;
+    return error;
   }
 
   function decode(buffer, dtype) {
@@ -169,42 +181,162 @@
     return out;
   }
 
+  /** A raw answer: its X-Shape and its float32 values. */
+  async function fetchRaw(url, signal) {
+    const response = await fetch(url, { headers: { Accept: "application/octet-stream" }, signal });
+    if (!response.ok) throw await problemOf(response);
+    const shape = (response.headers.get("X-Shape") || "").split(",").map(Number);
+    const data = decode(await response.arrayBuffer(), response.headers.get("X-Dtype"));
+    if (shape.reduce((a, b) => a * b, 1) !== data.length) {
+      throw new Error(`unexpected X-Shape ${response.headers.get("X-Shape")} from ${url}`);
+    }
+    return { shape, data };
+  }
+
+  // --- sampling -----------------------------------------------------------------------
+
+  /** Which of positions ``start .. stop-1`` a view fetches, at ``width`` entries a position:
+   *  every one when they fit in MAX_ENTRIES (one request, as for a short table), else every
+   *  ``step``-th from ``start``, ``count`` of them (at most SAMPLES). */
+  function sampling(start, stop, width) {
+    const total = stop - start;
+    const fits = Math.max(1, Math.floor(MAX_ENTRIES / width));
+    // not a number (a blank field): one request as typed, and the service names the problem
+    if (!(total > fits)) return { start, stop, step: 1, count: total, total };
+    const step = Math.ceil(total / Math.min(SAMPLES, fits));
+    return { start, stop, step, count: Math.ceil(total / step), total };
+  }
+
+  /** ``n`` as an ordinal: 2nd, 64th, 101st, 112th. */
+  function ordinal(n) {
+    const tens = n % 100;
+    const suffix = tens >= 11 && tens <= 13 ? "th" : { 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th";
+    return `${n.toLocaleString("en")}${suffix}`;
+  }
+
+  /** What the page says of a sampled ``plan`` ("" when it holds every position). */
+  function samplingNote(plan) {
+    if (plan.step === 1) return "";
+    const n = (value) => value.toLocaleString("en");
+    const range = plan.start === 0 ? ""
+      : ` from ${n(plan.start)} to ${n(plan.stop - 1)}`;
+    return `Sampled: every ${ordinal(plan.step)} position of ${n(plan.total)}${range} ` +
+      `(${n(plan.count)} rows, one request each): the table holds more than the ` +
+      `${n(MAX_ENTRIES)} entries the page draws. Waves shorter than ${n(2 * plan.step)} ` +
+      "positions are aliased.";
+  }
+
+  /** The limit on elements a problem names (PE_MAX_ELEMENTS), or null. */
+  function elementLimit(error) {
+    const doc = error.problem;
+    return doc && doc.setting === "PE_MAX_ELEMENTS" && doc.limit > 0 && doc.requested > 0
+      ? doc : null;
+  }
+
+  /** ``plan``'s rows. ``url(from, to)`` is the raw answer of rows ``from .. to-1``, shaped
+   *  (...blocks, rows, width) (rotary's: cos, then sin); ``url()`` the whole block as the
+   *  view names it. Returns ``{blocks, rows, width}``: a Float32Array of ``rows`` rows per
+   *  block. A whole block the service finds over PE_MAX_ELEMENTS comes in slices under it;
+   *  a sampled plan comes one row a request, FETCHES at a time, ``progress(done, all)``. */
+  async function fetchRows(plan, url, signal, progress) {
+    if (plan.step === 1) {
+      try {
+        const { shape, data } = await fetchRaw(url(), signal);
+        return { blocks: split(shape, data), rows: shape.at(-2), width: shape.at(-1) };
+      } catch (error) {
+        const over = elementLimit(error);
+        const rows = plan.stop - plan.start;
+        const chunk = over ? Math.floor((over.limit * rows) / over.requested) : 0;
+        if (!(chunk >= 1 && chunk < rows)) throw error;
+        const slices = [];
+        for (let a = plan.start; a < plan.stop; a += chunk) {
+          slices.push([a, Math.min(a + chunk, plan.stop)]);
+        }
+        return fetchSlices(plan, slices, url, signal, progress);
+      }
+    }
+    const slices = [];
+    for (let i = 0; i < plan.count; i++) {
+      const p = plan.start + i * plan.step;
+      slices.push([p, p + 1]);
+    }
+    return fetchSlices(plan, slices, url, signal, progress);
+  }
+
+  /** The blocks of a raw answer shaped (...blocks, rows, width), as views of its data. */
+  function split(shape, data) {
+    const size = shape.at(-2) * shape.at(-1);
+    const count = size ? data.length / size : 1;
+    return Array.from({ length: count }, (_, b) => data.subarray(b * size, (b + 1) * size));
+  }
+
+  async function fetchSlices(plan, slices, url, signal, progress) {
+    let blocks = null;
+    let width = 0;
+    let next = 0;
+    let done = 0;
+    let failed = false;
+    async function worker() {
+      while (!failed && next < slices.length) {
+        const [from, to] = slices[next++];
+        try {
+          const { shape, data } = await fetchRaw(url(from, to), signal);
+          const parts = split(shape, data);
+          if (!blocks) {
+            width = shape.at(-1);
+            blocks = parts.map(() => new Float32Array(plan.count * width));
+          }
+          const row = (from - plan.start) / plan.step;
+          parts.forEach((part, b) => blocks[b].set(part, row * width));
+        } catch (error) {
+          failed = true;
+          throw error;
+        }
+        done += 1;
+        if (progress) progress(done, slices.length);
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(FETCHES, slices.length) }, worker));
+    return { blocks, rows: plan.count, width };
+  }
+
   async function load() {
     const params = readParams();
     const mine = ++generation;
     if (pending) pending.abort();
     pending = new AbortController();
-    const entries = Number(params.max_len) * Number(params.d_model);
-    if (entries > MAX_ENTRIES) {
-      fail(new Error(`max_len × d_model is ${entries.toLocaleString("en")}; the explorer ` +
-        `draws at most ${MAX_ENTRIES.toLocaleString("en")} entries. Ask heatmap.png for ` +
-        "larger tables."));
-      return;
-    }
+    const maxLen = Number(params.max_len);
+    const plan = sampling(0, maxLen, Number(params.d_model));
     document.body.dataset.state = "loading";
     $("status").textContent = "Loading…";
     const started = performance.now();
+    const url = (start, stop) => `${TABLE}?${query(params, {
+      ...(start === undefined ? {} : { start, stop }), format: "raw" })}`;
+    const progress = (done, all) => {
+      if (mine === generation) $("status").textContent = `Loading… ${done} of ${all} rows`;
+    };
     try {
-      const response = await fetch(`${TABLE}?${query(params, { format: "raw" })}`, {
-        headers: { Accept: "application/octet-stream" },
-        signal: pending.signal,
-      });
-      if (!response.ok) throw await problemOf(response);
-      const [rows, cols] = response.headers.get("X-Shape").split(",").map(Number);
-      const table = decode(await response.arrayBuffer(), response.headers.get("X-Dtype"));
+      const { blocks, rows, width: cols } = await fetchRows(plan, url, pending.signal, progress);
+      const [table] = blocks;
       if (mine !== generation) return;
       const fetched = performance.now() - started;
-      current = { params, rows, cols, table };
+      const total = plan.step === 1 ? rows : maxLen;
+      current = { params, rows, cols, table, step: plan.step, total };
       const drawn = drawAll();
       $("problem").hidden = true;
+      $("sampling").textContent = samplingNote(plan);
+      $("sampling").hidden = plan.step === 1;
       const size = (table.byteLength / 1048576).toFixed(2);
-      $("status").textContent = `${rows} × ${cols} float32 table (${size} MiB): fetched in ` +
+      const shape = plan.step === 1 ? `${rows} × ${cols} float32 table (${size} MiB)`
+        : `${rows} of ${maxLen.toLocaleString("en")} rows × ${cols}, float32 (${size} MiB)`;
+      $("status").textContent = `${shape}: fetched in ` +
         `${fetched.toFixed(0)} ms, heatmap drawn in ${drawn.heatmap.toFixed(1)} ms, ` +
         `all three views in ${drawn.total.toFixed(1)} ms.`;
       Object.assign(document.body.dataset, {
         state: "ready",
-        params: `${rows}x${cols}@${params.base}:${params.layout}` +
+        params: `${current.total}x${cols}@${params.base}:${params.layout}` +
           (params.preset === "vaswani" ? "" : `:${params.preset}:${params.rounding}`),
+        step: plan.step,
         fetchMs: fetched.toFixed(2),
         heatmapMs: drawn.heatmap.toFixed(2),
         drawMs: drawn.total.toFixed(2),
@@ -297,7 +429,7 @@
 
   function drawHeatmap() {
     const canvas = $("heatmap");
-    const { rows, cols, table } = current;
+    const { rows, cols, table, step } = current;
     const { ctx, plot, ratio } = surface(canvas, COLORBAR);
     const image = ctx.createImageData(plot.w, plot.h);
     const pixels = image.data;
@@ -318,7 +450,7 @@
     ctx.putImageData(image, plot.x, plot.y);
     axes(ctx, plot, ratio,
       { low: 0, high: cols, label: "dimension", at: (t) => (t / cols) * plot.w },
-      { low: 0, high: rows, label: "position", at: (t) => (t / rows) * plot.h });
+      { low: 0, high: rows * step, label: "position", at: (t) => (t / (rows * step)) * plot.h });
     colorbar(ctx, plot, ratio);
   }
 
@@ -382,14 +514,15 @@
     ctx.stroke();
   }
 
-  function positionAxis(plot, rows) {
-    const last = Math.max(rows - 1, 1);
-    return { low: 0, high: rows - 1, label: "position", at: (t) => (t / last) * plot.w };
+  /** Positions across: row r (position r × step) at r / (rows - 1) of the width. */
+  function positionAxis(plot, rows, step) {
+    const last = Math.max(rows - 1, 1) * step;
+    return { low: 0, high: (rows - 1) * step, label: "position", at: (t) => (t / last) * plot.w };
   }
 
   function drawWaves() {
     const canvas = $("waves");
-    const { rows, cols, table } = current;
+    const { rows, cols, table, step } = current;
     const { ctx, plot, ratio } = surface(canvas);
     const { chosen, outside } = chosenDimensions();
     const yOf = (v) => plot.y + ((1 - v) / 2) * plot.h;
@@ -398,7 +531,7 @@
       ctx.strokeStyle = LINES[i];
       trace(ctx, plot, rows, (r) => table[r * cols + k], yOf);
     });
-    axes(ctx, plot, ratio, positionAxis(plot, rows), {
+    axes(ctx, plot, ratio, positionAxis(plot, rows, step), {
       low: -1, high: 1, label: "value", at: (t) => ((1 - t) / 2) * plot.h,
     });
     const legend = $("legend");
@@ -417,35 +550,41 @@
     canvas.dimensions = chosen;
   }
 
-  function similarities(p) {
+  /** PE[p] · PE[q] for the position p of row ``row`` and every row's q. */
+  function similarities(row) {
     const { rows, cols, table } = current;
     const out = new Float64Array(rows);
-    const base = p * cols;
+    const base = row * cols;
     for (let q = 0; q < rows; q++) {
       let sum = 0;
-      const row = q * cols;
-      for (let k = 0; k < cols; k++) sum += table[base + k] * table[row + k];
+      const at = q * cols;
+      for (let k = 0; k < cols; k++) sum += table[base + k] * table[at + k];
       out[q] = sum;
     }
     return out;
   }
 
-  function chosenPosition() {
-    const { rows } = current;
-    const p = Math.min(Math.max(0, Math.round(Number($("position").value) || 0)), rows - 1);
-    $("position").value = p;
-    $("position").max = rows - 1;
-    $("position-slider").max = rows - 1;
-    $("position-slider").value = p;
-    return p;
+  /** The chosen position's row: the nearest position drawn (every step-th when sampled). */
+  function chosenRow() {
+    const { rows, step } = current;
+    const asked = Number($("position").value) || 0;
+    const row = Math.min(Math.max(0, Math.round(asked / step)), rows - 1);
+    for (const control of [$("position"), $("position-slider")]) {
+      control.step = step;
+      control.max = (rows - 1) * step;
+    }
+    $("position").value = row * step;
+    $("position-slider").value = row * step;
+    return row;
   }
 
   function drawSimilarity() {
     const canvas = $("similarity");
-    const { rows } = current;
+    const { rows, step } = current;
     const { ctx, plot, ratio } = surface(canvas);
-    const p = chosenPosition();
-    const values = similarities(p);
+    const row = chosenRow();
+    const p = row * step;
+    const values = similarities(row);
     let low = Infinity;
     let high = -Infinity;
     for (const v of values) {
@@ -456,7 +595,7 @@
     low -= pad;
     high += pad;
     const yOf = (v) => plot.y + ((high - v) / (high - low)) * plot.h;
-    const x = positionAxis(plot, rows);
+    const x = positionAxis(plot, rows, step);
     ctx.save();
     ctx.strokeStyle = "#b2182b";
     ctx.setLineDash([4 * ratio, 4 * ratio]);
@@ -520,28 +659,30 @@
 
   function onHeatmap(event) {
     if (!current) return;
-    const { cols, table } = current;
+    const { cols, table, step } = current;
     const at = cell(event.currentTarget, event, cols, false);
     if (!at) return hide();
     const value = shortest(table[at.row * cols + at.col]);
-    show(event, [`position ${at.row}`, `dimension ${at.col}`, `value ${value}`], {
-      view: "heatmap", position: at.row, dimension: at.col, value,
+    const position = at.row * step;
+    show(event, [`position ${position}`, `dimension ${at.col}`, `value ${value}`], {
+      view: "heatmap", position, dimension: at.col, value,
     });
   }
 
   function onWaves(event) {
     if (!current) return;
     const canvas = event.currentTarget;
-    const { cols, table } = current;
+    const { cols, table, step } = current;
     const at = cell(canvas, event, cols, true);
     if (!at || !canvas.dimensions.length) return hide();
     const values = {};
-    const lines = [`position ${at.row}`];
+    const position = at.row * step;
+    const lines = [`position ${position}`];
     for (const k of canvas.dimensions) {
       values[k] = shortest(table[at.row * cols + k]);
       lines.push(`dimension ${k}: ${values[k]}`);
     }
-    show(event, lines, { view: "waves", position: at.row, values: JSON.stringify(values) });
+    show(event, lines, { view: "waves", position, values: JSON.stringify(values) });
   }
 
   function onSimilarity(event) {
@@ -550,8 +691,9 @@
     const at = cell(canvas, event, current.cols, true);
     if (!at) return hide();
     const value = String(canvas.values[at.row]);
-    show(event, [`p ${canvas.position}, q ${at.row}`, `PE[p] · PE[q] = ${value}`], {
-      view: "similarity", p: canvas.position, position: at.row, value,
+    const q = at.row * current.step;
+    show(event, [`p ${canvas.position}, q ${q}`, `PE[p] · PE[q] = ${value}`], {
+      view: "similarity", p: canvas.position, position: q, value,
     });
   }
 
@@ -650,7 +792,9 @@
   views.sinusoidal = { show: showSinusoidal };
   window.explorer = {
     $, shortest, niceTicks, tickText, colormap, problemOf, decode, surface, axes, trace,
-    show, hide, debounce, copyText, LINES, MAX_ENTRIES,
+    show, hide, debounce, copyText, fetchRaw, fetchRows, sampling, samplingNote, elementLimit,
+    ordinal,
+    LINES, MAX_ENTRIES, SAMPLES,
     /** Adds a view: ``view.show()`` draws it (fetching what it needs) and sets the address. */
     register(name, view) {
       views[name] = view;

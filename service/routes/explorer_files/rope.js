@@ -1,6 +1,8 @@
 // The RoPE view: fetches rotary cos/sin tables from the raw endpoint (little-endian float32
 // of shape (2, rows, r), cos first) and draws the angle of each pair over position, and the
 // wavelength of each pair for the chosen scaling and for none against the original context.
+// The wavelengths need positions 0 and 1 only, so they are fetched and drawn first, at any
+// max_len; the angles of a table too long to hold are drawn every step-th position.
 // Uses explorer.js's helpers (window.explorer); no libraries, no build step, no other host.
 "use strict";
 
@@ -25,7 +27,8 @@
   const NONE = "#8a949e";
   const CONTEXT = "#b2182b";
 
-  // {params, query, start, rows, r, pairs, cos, sin, angles, inv: {chosen, none}, factor}
+  // {params, query, plan, pairs, inv: {chosen, none}, factor, table}; table (null until it
+  // came) is {rows, r, cos, sin, angles}: row i is position plan.start + i × plan.step
   let current = null;
   let generation = 0;
   let pending = null;
@@ -138,17 +141,11 @@
 
   // --- loading ------------------------------------------------------------------------
 
-  /** A raw answer: its X-Shape and its float32 values. */
-  async function fetchRaw(url, signal) {
-    const response = await fetch(url, {
-      headers: { Accept: "application/octet-stream" },
-      signal,
-    });
-    if (!response.ok) throw await E.problemOf(response);
-    const shape = (response.headers.get("X-Shape") || "").split(",").map(Number);
-    const data = E.decode(await response.arrayBuffer(), response.headers.get("X-Dtype"));
-    if (shape.length !== 3 || shape[0] !== 2 || shape[1] * shape[2] * 2 !== data.length) {
-      throw new Error(`unexpected X-Shape ${response.headers.get("X-Shape")} from ${TABLE}`);
+  /** Positions 0 and 1 (or 0 alone): cos and sin, (rows, r) each. */
+  async function fetchFirst(url, signal) {
+    const { shape, data } = await E.fetchRaw(url, signal);
+    if (shape.length !== 3 || shape[0] !== 2) {
+      throw new Error(`unexpected X-Shape ${shape} from ${TABLE}`);
     }
     const [, rows, r] = shape;
     return { rows, r, cos: data.subarray(0, rows * r), sin: data.subarray(rows * r) };
@@ -183,62 +180,68 @@
     pending = new AbortController();
     const { signal } = pending;
     const maxLen = Number(params.max_len);
-    const rows = Number(params.stop || maxLen) - Number(params.start || 0);
-    const entries = rows * 2 * rotaryDim(params);
-    if (entries > E.MAX_ENTRIES) {
-      fail(new Error(`(stop − start) × 2 × rotary_dim is ${entries.toLocaleString("en")}; the ` +
-        `explorer draws at most ${E.MAX_ENTRIES.toLocaleString("en")} entries: choose a ` +
-        "range of positions (positions from, to)."));
-      return;
-    }
+    const start = Number(params.start || 0);
+    const plan = E.sampling(start, Number(params.stop || maxLen), 2 * rotaryDim(params));
     const view = $("rope-view");
     view.dataset.state = "loading";
     $("rope-status").textContent = "Loading…";
     const started = performance.now();
+    const first = { start: 0, stop: maxLen >= 2 ? 2 : 1, format: "raw" };
+    const wavelengths = Promise.all([
+      fetchFirst(`${TABLE}?${query(params, first)}`, signal),
+      params.scaling === "none" ? null
+        : fetchFirst(`${TABLE}?${query(params, first, "none")}`, signal),
+    ]);
+    const url = (from, to) => `${TABLE}?${query(params, from === undefined
+      ? { ...range(params), format: "raw" } : { start: from, stop: to, format: "raw" })}`;
+    const progress = (done, all) => {
+      if (mine === generation) $("rope-status").textContent = `Loading… ${done} of ${all} rows`;
+    };
+    const table = E.fetchRows(plan, url, signal, progress);
+    table.catch(() => {}); // awaited once the wavelengths are drawn
     try {
-      const first = { start: 0, stop: maxLen >= 2 ? 2 : 1, format: "raw" };
-      const [table, chosen, none] = await Promise.all([
-        fetchRaw(`${TABLE}?${query(params, { ...range(params), format: "raw" })}`, signal),
-        fetchRaw(`${TABLE}?${query(params, first)}`, signal),
-        params.scaling === "none" ? null : fetchRaw(`${TABLE}?${query(params, first, "none")}`, signal),
-      ]);
+      const [chosen, none] = await wavelengths;
       if (mine !== generation) return;
-      const fetched = performance.now() - started;
-      const { r } = table;
-      const pairs = r / 2;
-      const angles = new Float64Array(table.rows * pairs);
-      for (let row = 0; row < table.rows; row++) {
-        for (let k = 0; k < pairs; k++) {
-          const c = row * r + column(params.convention, k);
-          angles[row * pairs + k] = angle(table.sin[c], table.cos[c]);
-        }
-      }
-      const inv = chosen.rows >= 2 ? {
-        chosen: inverseFrequencies(chosen, params.convention),
-        none: inverseFrequencies(none || chosen, params.convention),
-      } : null;
       current = {
         params,
         query: query(params),
-        start: Number(params.start || 0),
-        rows: table.rows,
-        r,
-        pairs,
-        cos: table.cos,
-        sin: table.sin,
-        angles,
-        inv,
+        plan,
+        pairs: chosen.r / 2,
+        inv: chosen.rows >= 2 ? {
+          chosen: inverseFrequencies(chosen, params.convention),
+          none: inverseFrequencies(none || chosen, params.convention),
+        } : null,
         factor: Math.hypot(chosen.cos[0], chosen.sin[0]), // pair 0 at position 0
+        table: null,
       };
-      const drawn = drawAll();
       $("rope-problem").hidden = true;
-      $("rope-status").textContent = `${table.rows} positions × ${pairs} pairs (rotary_dim ` +
+      $("rope-sampling").hidden = true;
+      drawAll();
+      const { blocks: [cos, sin], rows, width: r } = await table;
+      if (mine !== generation) return;
+      const fetched = performance.now() - started;
+      const pairs = r / 2;
+      const angles = new Float64Array(rows * pairs);
+      for (let row = 0; row < rows; row++) {
+        for (let k = 0; k < pairs; k++) {
+          const c = row * r + column(params.convention, k);
+          angles[row * pairs + k] = angle(sin[c], cos[c]);
+        }
+      }
+      current.table = { rows, r, cos, sin, angles };
+      const drawn = drawAll();
+      $("rope-sampling").textContent = E.samplingNote(plan);
+      $("rope-sampling").hidden = plan.step === 1;
+      const positions = plan.step === 1 ? `${rows} positions`
+        : `${rows} of ${plan.total.toLocaleString("en")} positions`;
+      $("rope-status").textContent = `${positions} × ${pairs} pairs (rotary_dim ` +
         `${r}, ${params.convention}, scaling ${params.scaling}): fetched in ` +
         `${fetched.toFixed(0)} ms, drawn in ${drawn.toFixed(1)} ms.`;
       Object.assign(view.dataset, {
         state: "ready",
         params: current.query,
         attentionFactor: E.shortest(Math.fround(current.factor)),
+        step: plan.step,
         fetchMs: fetched.toFixed(2),
         drawMs: drawn.toFixed(2),
       });
@@ -247,6 +250,7 @@
       rememberInAddress(params);
     } catch (error) {
       if (error.name === "AbortError" || mine !== generation) return;
+      pending.abort(); // whichever of the two is still fetching
       fail(error);
     }
   }
@@ -267,8 +271,9 @@
 
   function drawAngles() {
     const canvas = $("rope-angles");
-    const { rows, pairs, angles, start } = current;
     const { ctx, plot, ratio } = E.surface(canvas, COLORBAR);
+    if (!current.table) return; // still coming, or refused: the wavelengths stand alone
+    const { pairs, plan: { start, step }, table: { rows, angles } } = current;
     const image = ctx.createImageData(plot.w, plot.h);
     const pixels = image.data;
     const rowOf = new Int32Array(plot.w); // each pixel shows the entry under its top-left corner
@@ -285,8 +290,10 @@
       }
     }
     ctx.putImageData(image, plot.x, plot.y);
+    const span = rows * step;
+    const at = (t) => ((t - start) / span) * plot.w;
     E.axes(ctx, plot, ratio,
-      { low: start, high: start + rows, label: "position", at: (t) => ((t - start) / rows) * plot.w },
+      { low: start, high: start + span, label: "position", at },
       { low: 0, high: pairs, label: "pair k", at: (t) => (t / pairs) * plot.h });
     colorbar(ctx, plot, ratio);
   }
@@ -465,11 +472,12 @@
   }
 
   function onAngles(event) {
-    if (!current) return;
+    if (!current || !current.table) return;
     const at = inPlot(event.currentTarget, event);
     if (!at) return E.hide();
-    const { rows, pairs, r, start, cos, sin, angles, params } = current;
+    const { pairs, params, plan: { start, step }, table: { rows, r, cos, sin, angles } } = current;
     const row = Math.min(rows - 1, Math.floor((at.px * rows) / at.plot.w));
+    const position = start + row * step;
     const k = Math.min(pairs - 1, Math.floor((at.py * pairs) / at.plot.h));
     const col = column(params.convention, k);
     const other = params.convention === "interleaved" ? col + 1 : col + pairs;
@@ -477,9 +485,9 @@
     const s = E.shortest(sin[row * r + col]);
     const a = angles[row * pairs + k];
     E.show(event, [
-      `position ${start + row}`, `pair ${k} (columns ${col}, ${other})`,
+      `position ${position}`, `pair ${k} (columns ${col}, ${other})`,
       `cos ${c}`, `sin ${s}`, `angle ${a.toPrecision(8)} rad`,
-    ], { view: "rope-angles", position: start + row, pair: k, cos: c, sin: s, angle: String(a) });
+    ], { view: "rope-angles", position, pair: k, cos: c, sin: s, angle: String(a) });
   }
 
   function onWavelengths(event) {
