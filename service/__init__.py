@@ -1,5 +1,10 @@
 """The positional-encoding service."""
 
+import sys
+
+if sys.version_info < (3, 11):  # noqa: UP036 - before anything written for 3.11 is imported
+    sys.exit(f"the service needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+
 from importlib import metadata
 
 try:

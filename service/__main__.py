@@ -1,7 +1,8 @@
 """``python -m service``: run the service under uvicorn with the ``PE_*`` settings.
 
 ``python -m service openapi`` prints the OpenAPI document instead (the committed
-``openapi/openapi.json`` is this output).
+``openapi/openapi.json`` is this output), and ``python -m service export`` writes a table
+without a server (:mod:`service.cli`); ``--help`` says so, and starts nothing.
 
 Settings the service cannot start with stop it before it serves, with one line on standard
 error and exit status 2: an unknown ``PE_`` variable, a malformed value, a ``PE_PRELOAD``
@@ -25,6 +26,7 @@ from typing import Any, Final, NoReturn
 
 import uvicorn
 
+from service import cli
 from service.server import supervision
 from service.settings import Settings, SettingsError, from_environment
 
@@ -104,16 +106,19 @@ def refuse(error: SettingsError) -> NoReturn:
 
 
 def main() -> None:
+    arguments = cli.command(sys.argv[1:])  # --help and a misspelt command stop here
     try:
         settings = checked_settings()
     except SettingsError as exc:
         refuse(exc)
-    if sys.argv[1:] == ["openapi"]:
+    if arguments.command == "openapi":
         from service.app import create_app
 
         spec = create_app(settings).openapi()
         sys.stdout.write(json.dumps(spec, indent=2, sort_keys=True) + "\n")
         return
+    if arguments.command == "export":
+        raise SystemExit(cli.run_export(arguments, settings))
     try:
         # held by the supervisor until its workers have stopped (uvicorn.run returns)
         grpc_port = supervision.hold_grpc_port(settings)

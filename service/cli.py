@@ -1,0 +1,159 @@
+"""The command line: ``python -m service [serve|openapi|export]`` (and ``pe-service``).
+
+``export`` writes any family's table without a server: the request is answered by the app
+in this process (no port is opened), so the file is byte for byte the HTTP answer, with the
+same parameters, defaults, limits and refusals. :func:`export` does it from Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+
+from service.codecs.types import FORMATS
+from service.settings import Settings
+
+_DESCRIPTION: Final = """\
+Positional encodings of transformer models: computed, cached and served over HTTP.
+
+Settings are PE_* environment variables (docs/settings.md); `serve` reads them."""
+_EXPORT: Final = """\
+Write a family's table to a file (or standard output) without a server: the answer the
+service would give to GET /v1/encodings/FAMILY?NAME=VALUE&... (or, with --config, to
+POST .../from-config with that config.json), byte for byte.
+
+examples:
+  python -m service export sinusoidal max_len=512 d_model=512 -o pe.npy
+  python -m service export rotary max_len=8192 head_dim=128 base=500000 --format npz -o rope.npz
+  python -m service export rotary --config config.json --format safetensors -o rope.safetensors
+  python -m service export alibi num_heads=8 max_len=1024 --format json"""
+
+
+class ExportError(Exception):
+    """A table the service refuses: the problem's status and detail."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+def _paths() -> dict[str, str]:
+    """Each family's name and the path of its table."""
+    from service.routes import FAMILIES
+
+    return {declared.family.name: declared.resource for declared in FAMILIES}
+
+
+def export(
+    family: str,
+    fmt: str = "npy",
+    *,
+    config: Mapping[str, Any] | bytes | None = None,
+    settings: Settings | None = None,
+    **parameters: Any,
+) -> bytes:
+    """The bytes of ``family``'s table in ``fmt``, as ``GET`` with ``parameters`` (or
+    ``POST .../from-config`` with ``config``, a parsed ``config.json`` or its bytes) answers
+    them under ``settings`` (by default the environment's); :class:`ExportError` with the
+    problem's status and detail where it refuses."""
+    paths = _paths()
+    if family not in paths:
+        raise ExportError(404, f"no family {family!r}; there are {', '.join(paths)}")
+    if fmt not in FORMATS:
+        raise ExportError(422, f"format: must be one of {', '.join(FORMATS)}")
+    query = {
+        name: str(value).lower() if isinstance(value, bool) else str(value)
+        for name, value in {**parameters, "format": fmt}.items()
+    }
+    if config is None:
+        return asyncio.run(_ask(settings, "GET", paths[family], query, None))
+    body = config if isinstance(config, bytes) else json.dumps(config).encode()
+    return asyncio.run(_ask(settings, "POST", paths[family] + "/from-config", query, body))
+
+
+async def _ask(
+    settings: Settings | None, method: str, path: str, query: dict[str, str], body: bytes | None
+) -> bytes:
+    from service.app import create_app
+
+    app = create_app(settings)
+    headers = {"accept-encoding": "identity", "content-type": "application/json"}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://export") as client,
+    ):
+        answer = await client.request(method, path, params=query, content=body, headers=headers)
+    if answer.status_code != 200:
+        try:
+            detail = str(answer.json().get("detail", answer.text))
+        except ValueError:
+            detail = answer.text
+        raise ExportError(answer.status_code, detail)
+    return answer.content
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser."""
+    main = argparse.ArgumentParser(
+        prog="python -m service",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = main.add_subparsers(dest="command", metavar="{serve,openapi,export}")
+    commands.add_parser("serve", help="run the service (the default)")
+    commands.add_parser("openapi", help="print the OpenAPI document")
+    out = commands.add_parser(
+        "export",
+        help="write a family's table to a file, without a server",
+        description=_EXPORT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    out.add_argument("family", help="sinusoidal, rotary, alibi, alibi-slopes, ...")
+    out.add_argument("parameters", nargs="*", metavar="NAME=VALUE", help="the GET's parameters")
+    out.add_argument(
+        "--format", default=None, choices=FORMATS, help="default: the output's suffix, else npy"
+    )
+    out.add_argument("--config", type=Path, help="a model's config.json (rotary): from-config")
+    out.add_argument("-o", "--output", type=Path, help="the file to write; default standard output")
+    return main
+
+
+def run_export(arguments: argparse.Namespace, settings: Settings) -> int:
+    """``export``: 0 once written, 1 (and the service's refusal on standard error) if not."""
+    given: dict[str, str] = {}
+    for item in arguments.parameters:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            sys.stderr.write(f"export: {item!r} is not NAME=VALUE\n")
+            return 2
+        given[name] = value
+    fmt = arguments.format
+    if fmt is None:
+        suffix = arguments.output.suffix.lstrip(".") if arguments.output else ""
+        fmt = suffix if suffix in FORMATS else "npy"
+    config = arguments.config.read_bytes() if arguments.config else None
+    try:
+        data = export(arguments.family, fmt, config=config, settings=settings, **given)
+    except ExportError as exc:
+        sys.stderr.write(f"export: {exc.status}: {exc.detail}\n")
+        return 1
+    if arguments.output is None:
+        sys.stdout.buffer.write(data)
+    else:
+        arguments.output.write_bytes(data)
+    return 0
+
+
+def command(argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line (``serve`` when none is named); ``--help`` exits here."""
+    arguments = parser().parse_args(argv)
+    arguments.command = arguments.command or "serve"
+    return arguments

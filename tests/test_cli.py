@@ -1,0 +1,123 @@
+"""The command line: ``--help`` starts nothing, and ``export`` writes, without a server,
+the bytes the HTTP answer holds for the same parameters (from-config included)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from service import cli
+from service.app import create_app
+from service.settings import Settings
+from tests.support import ROOT, in_process
+
+CONFIG = {
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 64,
+}
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with in_process(create_app(Settings())) as client:
+        yield client
+
+
+def run(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "service", *argv], capture_output=True, cwd=cwd, timeout=60
+    )
+
+
+def test_help_prints_usage_and_starts_nothing() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    assert b"usage: python -m service" in done.stdout
+    for command in (b"serve", b"openapi", b"export"):
+        assert command in done.stdout
+    assert b"Uvicorn running" not in done.stderr
+    export = run("export", "--help")
+    assert export.returncode == 0
+    assert b"without a server" in export.stdout
+    assert run("bogus").returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("family", "fmt", "parameters", "path"),
+    [
+        ("sinusoidal", "npy", {"max_len": "40", "d_model": "6", "preset": "fairseq"}, None),
+        (
+            "rotary",
+            "npz",
+            {"max_len": "16", "head_dim": "8", "scaling": "linear", "factor": "2"},
+            None,
+        ),
+        ("rotary", "json", {"max_len": "4", "head_dim": "4", "start": "1"}, None),
+        ("alibi", "raw", {"num_heads": "3", "max_len": "5"}, "/v1/biases/alibi"),
+        ("alibi-slopes", "safetensors", {"num_heads": "12"}, "/v1/biases/alibi/slopes"),
+    ],
+)
+def test_an_export_is_the_http_answer(
+    http: httpx.Client, family: str, fmt: str, parameters: dict[str, Any], path: str | None
+) -> None:
+    exported = cli.export(family, fmt, **parameters)
+    url = path or f"/v1/encodings/{family}"
+    answer = http.get(
+        url, params={**parameters, "format": fmt}, headers={"accept-encoding": "identity"}
+    )
+    assert answer.status_code == 200
+    assert exported == answer.content
+
+
+def test_an_export_from_a_config_is_the_from_config_answer(http: httpx.Client) -> None:
+    body = orjson.dumps(CONFIG)
+    exported = cli.export("rotary", "safetensors", config=CONFIG, start="60")
+    answer = http.post(
+        "/v1/encodings/rotary/from-config?format=safetensors&start=60",
+        content=body,
+        headers={"content-type": "application/json", "accept-encoding": "identity"},
+    )
+    assert exported == answer.content
+    assert cli.export("rotary", "safetensors", config=body, start="60") == exported
+
+
+def test_a_refused_export_says_why() -> None:
+    with pytest.raises(cli.ExportError, match="head_dim") as caught:
+        cli.export("rotary", "npy", max_len=8, head_dim=7)
+    assert caught.value.status == 422
+    with pytest.raises(cli.ExportError, match="no family 'rope'"):
+        cli.export("rope", "npy", max_len=8)
+
+
+def test_the_command_writes_its_file(tmp_path: Path, http: httpx.Client) -> None:
+    config = tmp_path / "config.json"
+    config.write_bytes(orjson.dumps(CONFIG))
+    out = tmp_path / "rope.npz"  # the format from the suffix
+    done = run("export", "rotary", "--config", str(config), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    answer = http.post(
+        "/v1/encodings/rotary/from-config?format=npz",
+        content=config.read_bytes(),
+        headers={"content-type": "application/json"},
+    )
+    assert out.read_bytes() == answer.content
+    refused = run("export", "sinusoidal", "max_len=0", "d_model=4")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(b"export: 422: max_len")
+    assert run("export", "sinusoidal", "max_len").returncode == 2
