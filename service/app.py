@@ -29,6 +29,11 @@ from service.web.deps import single_valued
 from service.web.families import readers, router
 
 _DESCRIPTION: Final = (
+    "Tables of every family: **sinusoidal** (the paper's, and eleven libraries' presets, "
+    "`GET /v1/presets`), **rotary** (RoPE: cos and sin with Hugging Face's scalings, or "
+    "from a model's `config.json`) and **ALiBi** (slopes and biases), in JSON, `.npy`, "
+    "`.npz`, safetensors or raw bytes, with strong ETags; the encodings applied to posted "
+    "batches; pictures; the Open Inference Protocol (`/v2`). "
     "Every `GET` operation answers `HEAD` too: the same status and headers, no body. "
     "Pages of other origins may read the answers (CORS), as `PE_CORS_ORIGINS` allows."
 )
@@ -85,7 +90,8 @@ def create_app(
         Edge.of(settings, blanket_headers(origins)),
         title="Positional encodings",
         version=__version__,
-        summary="Sinusoidal positional encodings of transformer models, computed and served.",
+        summary="Positional encodings of transformer models (sinusoidal, RoPE, ALiBi), "
+        "computed, cached and served.",
         description=_DESCRIPTION,
         lifespan=lifespan,
         dependencies=[Depends(single_valued)],

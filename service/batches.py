@@ -45,6 +45,10 @@ class Kernel(Protocol):
         in_place: bool,
     ) -> NDArray[np.floating]: ...
 
+    def stated(self, embeddings: NDArray[Any]) -> dict[str, Any]:
+        """What it uses beyond the rows, as an answer states it (additive: the scale)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Apply:
@@ -77,16 +81,30 @@ def apply(
     )
     embeddings = arrays["embeddings"]
     in_place = request.kind in codecs.VIEWS  # the batch is a view of our own copy of the body
-    result = apply_arrays(runtime, embeddings, arrays.get("position_ids"), request, in_place)
+    position_ids = arrays.get("position_ids")
+    stated = _stated(request, embeddings, position_ids)  # before the batch is overwritten
+    said = {f"x-{name.replace('_', '-')}": str(value) for name, value in stated.items()}
+    result = apply_arrays(runtime, embeddings, position_ids, request, in_place)
     if result is embeddings and request.fmt == request.kind in ("npy", "raw"):
         # The body is the result (after the client's .npy header): send it back as is.
         npy = {"content-type": codecs.types.MEDIA_TYPES["npy"]}
         raw = request.fmt == "raw"
-        return Answer(
-            codecs.raw.headers(result.shape, result.dtype) if raw else npy, memoryview(body)
-        )
-    fields = {"dtype": result.dtype.name, "shape": list(result.shape)}
-    return Answer(*encode(request.fmt, fields, [result], "embeddings", request.gzip))
+        headers = codecs.raw.headers(result.shape, result.dtype) if raw else npy
+        return Answer({**headers, **said}, memoryview(body))
+    fields = {"dtype": result.dtype.name, "shape": list(result.shape), **stated}
+    headers, encoded = encode(request.fmt, fields, [result], "embeddings", request.gzip)
+    return Answer({**headers, **said}, encoded)
+
+
+def _stated(
+    request: Apply, embeddings: NDArray[Any], position_ids: NDArray[Any] | None
+) -> dict[str, Any]:
+    """What an apply used, as its answer states it: the positions (the table rows from
+    the offset, or the posted ids) and what the kernel adds (the scale)."""
+    length = int(embeddings.shape[-2]) if embeddings.ndim >= 2 else 0
+    first = request.offset
+    positions = "position_ids" if position_ids is not None else f"{first}..{first + length - 1}"
+    return {"positions": positions, **request.kernel.stated(embeddings)}
 
 
 def apply_arrays(

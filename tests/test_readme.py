@@ -530,3 +530,15 @@ def test_the_preset_table_names_each_presets_own_parameters() -> None:
     assert rows.keys() == PRESETS.keys()
     for name, preset in PRESETS.items():
         assert rows[name] == [param.name for param in preset.params], name
+
+
+def test_the_readme_is_a_page_not_a_manual() -> None:
+    """At most 8 KiB, with a quick start and a table of contents into docs/, every link of
+    which exists."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.encode()) <= 8 * 1024
+    for heading in ("## Run it", "## Quick start", "## Check it", "## Documentation"):
+        assert heading in text
+    links = re.findall(r"\]\(((?:docs/)?[\w./-]+\.md)\)", text)
+    assert len(links) >= 8
+    assert [link for link in links if not (ROOT / link).exists()] == []

@@ -13,8 +13,8 @@ from numpy.typing import NDArray
 
 from service.arrays import joined
 from service.codecs import json, npy, npz, raw, safetensors
-from service.codecs.types import BodyFormat, Encoded, Format, Parts
-from service.errors import Limit
+from service.codecs.types import MEDIA_TYPES, BodyFormat, Encoded, Format, Parts
+from service.errors import Limit, MalformedBody
 
 # What an apply body holds: the batch, and (but in npy and raw bodies) its positions.
 APPLY_MEMBERS = ("embeddings", "position_ids")
@@ -138,6 +138,8 @@ def decode(
     """An apply body in ``kind``: ``embeddings``, and ``position_ids`` if it has them.
     ``size`` bounds a decompressed ``npz`` (``hold`` is told of its bytes as they are
     made), ``numbers`` a JSON body; ``layout`` is a raw body's shape and dtype."""
+    if not body and kind != "raw":  # raw bytes of a shape with no element are empty
+        raise MalformedBody(f"the body is empty: send the batch ({MEDIA_TYPES[kind]})")
     return CODECS[kind].decode(body, Reading(size, numbers, layout, hold, archive))
 
 

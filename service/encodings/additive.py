@@ -132,8 +132,14 @@ class Additive:
         *,
         in_place: bool,
     ) -> NDArray[np.floating]:
-        scale = math.sqrt(embeddings.shape[-1]) if self.scale is None else self.scale
-        return apply(embeddings, table, scale, index, in_place=in_place)
+        return apply(embeddings, table, self.used(embeddings), index, in_place=in_place)
+
+    def used(self, embeddings: NDArray[Any]) -> float:
+        """The scale the batch is multiplied by: given, or ``sqrt(d_model)``."""
+        return math.sqrt(embeddings.shape[-1]) if self.scale is None else self.scale
+
+    def stated(self, embeddings: NDArray[Any]) -> dict[str, Any]:
+        return {"scale": self.used(embeddings)}
 
 
 def _add_rows(

@@ -59,6 +59,7 @@ PRESETS: Final[dict[str, Preset]] = {
             None,
             (BASE,),
             _ROOT_D,
+            aliases=("transformer", "distilbert", "xlm", "flaubert"),
         ),
         Preset(
             "pytorch-tutorial",
@@ -124,6 +125,7 @@ PRESETS: Final[dict[str, Preset]] = {
             ),
             frequency_parameters=(MIN_TIMESCALE.name, MAX_TIMESCALE.name),
             frequency_formula="max(min_timescale, min_timescale^2 / max_timescale)",
+            aliases=("t2t",),
         ),
         Preset(
             "fairseq",
@@ -154,6 +156,7 @@ PRESETS: Final[dict[str, Preset]] = {
             "row r is position id r: the first token is padding_idx + 1",
             zero_row=PADDING_IDX.name,
             first_row=lambda params: int(params["padding_idx"]) + 1,
+            aliases=("nllb", "m2m100", "m2m-100", "speech2text", "fsmt", "xglm"),
         ),
         Preset(
             "whisper",
@@ -189,6 +192,7 @@ PRESETS: Final[dict[str, Preset]] = {
             halves,
             _library.fairseq,
             (BASE,),
+            aliases=("musicgen-melody",),
         ),
         Preset(
             "marian",
@@ -210,6 +214,7 @@ PRESETS: Final[dict[str, Preset]] = {
             (BASE,),
             _ROOT_D,
             computes_in="float64",
+            aliases=("opus-mt", "pegasus"),
         ),
         Preset(
             "keras",
@@ -231,6 +236,7 @@ PRESETS: Final[dict[str, Preset]] = {
             (MAX_WAVELENGTH, START_INDEX),
             positions="row r is position r + start_index",
             shift=START_INDEX.name,
+            aliases=("keras-hub", "keras_hub"),
         ),
         Preset(
             "positional-encodings",

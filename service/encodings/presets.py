@@ -93,6 +93,8 @@ class Preset:
     # what the library computes in, where it has its own arithmetic (float64: rounded to
     # float32 once at the end)
     computes_in: Literal["float32", "float64"] = "float32"
+    # other names a client may give it: the models that use it, where no other preset's
+    aliases: tuple[str, ...] = ()
 
     def sines(self, d: int) -> int:
         """How many sine columns (and frequencies) a width-``d`` table has."""

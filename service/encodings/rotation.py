@@ -73,6 +73,9 @@ class Rotation:
     def dtype(self, embeddings: NDArray[Any]) -> DType:
         return compute_dtype(embeddings)
 
+    def stated(self, embeddings: NDArray[Any]) -> dict[str, Any]:
+        return {}
+
     def _pairs(self, x: NDArray[Any], r: int) -> tuple[NDArray[Any], NDArray[Any]]:
         if self.convention == "half":
             return x[..., : r // 2], x[..., r // 2 : r]

@@ -91,9 +91,12 @@ def resolve(scaling: Scaling, given: Mapping[str, Any], rotary_dim: int, max_len
             raise InvalidParameter(
                 name, f"is not a parameter of scaling={scaling} (it takes {takes})"
             )
-    for name in REQUIRED[scaling]:
-        if given.get(name) is None:
-            raise InvalidParameter(name, f"is required by scaling={scaling}")
+    missing = [name for name in REQUIRED[scaling] if given.get(name) is None]
+    if missing:  # every one at once, not one request at a time
+        verb = "is" if len(missing) == 1 else "are"
+        raise InvalidParameter(
+            missing[0], f"{verb} required by scaling={scaling}", also=tuple(missing[1:])
+        )
     if scaling in ("ntk", "dynamic") and rotary_dim <= 2:
         raise InvalidParameter("head_dim", f"scaling={scaling} needs a rotary dimension above 2")
     if scaling == "none":

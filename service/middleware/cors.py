@@ -51,6 +51,8 @@ EXPOSED_HEADERS: Final = (
     "Inference-Header-Content-Length",
     "Retry-After",
     "X-Dtype",
+    "X-Positions",
+    "X-Scale",
     "X-Shape",
 )
 # seconds a browser may keep a preflight's answer (Chromium keeps it two hours at most)

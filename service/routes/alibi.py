@@ -28,6 +28,7 @@ SLOPES: Final = declared.Declared(
     summary="The ALiBi slopes of num_heads heads (Press et al.'s get_slopes).",
     answer="The array, shape (num_heads).",
     shape="num_heads",
+    tag="alibi",
 )
 BIAS: Final = declared.Declared(
     family=alibi.BIAS,

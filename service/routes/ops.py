@@ -15,7 +15,7 @@ from service.web import openapi
 from service.web.deps import RuntimeDep
 from service.web.problems import problem
 
-router = APIRouter()
+router = APIRouter(tags=["operations"])
 
 
 @router.get(

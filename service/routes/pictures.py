@@ -31,7 +31,7 @@ _RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     **openapi.problems_of(422, 501),
 }
 
-router = APIRouter()
+router = APIRouter(tags=["pictures"])
 
 
 async def _picture(

@@ -19,7 +19,7 @@ from service.web.responses import apply_response
 PATH: Final = "/v1/encodings/rotary"
 # numbers' worth of work a key's frequencies cost per head dimension (they are decimal)
 _KEY_COST: Final = 64
-router = APIRouter()
+router = APIRouter(tags=["rotary"])
 
 # the table's GET, from-config and positions, built by the seam
 TABLE: Final = declared.Declared(

@@ -18,7 +18,7 @@ from service.web.deps import RuntimeDep
 from service.web.responses import apply_response
 
 PATH: Final = "/v1/encodings/sinusoidal"
-router = APIRouter()
+router = APIRouter(tags=["sinusoidal"])
 
 
 # the table's GET, built by the seam

@@ -3,13 +3,42 @@ documents that are not a family's (problems, status, the cache, apply's JSON).""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from service.codecs import raw
 from service.encodings.registry import DType
+from service.errors import InvalidParameter
+
+
+def unshown(default: Any) -> Any:
+    """A default the OpenAPI document does not show (pydantic leaves a default factory's
+    value out): Swagger UI would send a shown one with every request, and a parameter only
+    some presets take is refused by the others. The description says it instead."""
+    return lambda: default
+
+
+class Aliased(BaseModel):
+    """Parameters a client may give by another library's name for them (Hugging Face's
+    ``rope_theta`` for ``base``): :attr:`ALIASES` maps each such name to the field."""
+
+    ALIASES: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not any(alias in data for alias in cls.ALIASES):
+            return data
+        data = dict(data)
+        for alias, name in cls.ALIASES.items():
+            if alias in data:
+                if name in data:
+                    raise InvalidParameter(alias, f"is {name}'s other name: give one of them")
+                data[name] = data.pop(alias)
+        return data
+
 
 # smaller pictures have no room for the title, the labels and the colorbar
 MIN_WIDTH: Final = 320
@@ -95,6 +124,15 @@ class ApplyDocument(BaseModel):
 
     dtype: DType
     shape: list[int]
+    positions: str = Field(
+        description="The positions used: the table rows FIRST..LAST (from the offset), or "
+        "position_ids (the posted ones). Also in the X-Positions header, in every format."
+    )
+    scale: float | None = Field(
+        None,
+        description="Additive encodings: the factor on the embeddings (given, or the preset's "
+        "default, sqrt(d_model) for most). Also in the X-Scale header.",
+    )
     embeddings: list[Any] = Field(description="The result, nested like the input.")
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from service.encodings import parameters, presets
 from service.encodings.catalogue import PARAMETERS, PRESETS, taking
 from service.encodings.registry import DType, Rounding
 from service.encodings.sinusoidal import SinusoidalKey, preset_key
+from service.schemas.vectors import Vector, vectors
 
 SCALE_LIMIT: Final = parameters.SCALE_LIMIT
 
@@ -44,6 +45,12 @@ def parameter_fields(names: tuple[str, ...], *, query: bool) -> dict[str, Any]:
     return fields
 
 
+# a preset's name, and each of its aliases (lower case) -> the preset
+NAMES: Final = {
+    alias: preset.name for preset in PRESETS.values() for alias in (preset.name, *preset.aliases)
+}
+
+
 class _PresetFields(BaseModel):
     """Which convention's table: a preset, its rounding, and its own parameters (each is
     refused by a preset that does not take it)."""
@@ -61,6 +68,12 @@ class _PresetFields(BaseModel):
         "float32), as the model saw it; exact: the preset's formula, rounded once. The same "
         "for vaswani.",
     )
+
+    @field_validator("preset", mode="before")
+    @classmethod
+    def _named(cls, value: Any) -> Any:
+        """A preset's name in any case, or a model's that uses it (``NLLB``: fairseq)."""
+        return NAMES.get(value.strip().lower(), value) if isinstance(value, str) else value
 
     def given(self) -> dict[str, Any]:
         """The presets' parameters as given (``None``: not given)."""
@@ -120,6 +133,10 @@ class PresetDocument(BaseModel):
     summary: str
     follows: list[PresetSource]
     models: str = Field(description="The models and libraries that use this table.")
+    aliases: list[str] = Field(
+        description="Other names preset= takes for it (any case, as its name): models that use "
+        "this table and no other preset's."
+    )
     formula: str
     layout: str | None = Field(
         description="The arrangement of columns it fixes; null: the client's layout "
@@ -135,6 +152,10 @@ class PresetDocument(BaseModel):
     constraints: list[str] = Field(
         description="Rules between parameters, beside each one's range: where rounding=exact "
         "keeps its promise, and the dtype holds the table."
+    )
+    test_vectors: list[Vector] = Field(
+        description="For each rounding, a small table's SHA-256 and entries far out: what a "
+        "port to another language checks itself against."
     )
 
 
@@ -167,6 +188,7 @@ def document(preset: presets.Preset) -> PresetDocument:
         summary=preset.summary,
         follows=[PresetSource(**vars_of(source)) for source in preset.sources],
         models=preset.models,
+        aliases=list(preset.aliases),
         formula=preset.formula,
         layout=preset.arrangement,
         odd_d_model=_ODD[preset.odd],
@@ -179,6 +201,7 @@ def document(preset: presets.Preset) -> PresetDocument:
         library_rounding=library,
         embedding_scale=preset.embed_scale,
         first_row=f"{preset.zero_row} + 1" if preset.zero_row else "0",
+        test_vectors=list(vectors(preset.name)),
         constraints=_constraints(preset),
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -18,7 +18,7 @@ from service.encodings.rotary import (
     rotary_dim,
 )
 from service.errors import InvalidParameter
-from service.schemas.common import RawBodyFields, below, within
+from service.schemas.common import Aliased, RawBodyFields, below, within
 from service.settings import POSITION_CEILING
 
 _FACTOR_LIMIT = 1e9  # far above any model's; keeps the arithmetic finite
@@ -29,11 +29,13 @@ def _number(description: str, **bounds: float) -> Any:
     return Field(None, allow_inf_nan=False, description=description, **bounds)  # type: ignore[call-overload]
 
 
-class RotaryFields(BaseModel):
+class RotaryFields(Aliased):
     """What makes a rotary table, but its size: the base, the rotary part of a head, the
-    pairing, the scaling and its parameters (Hugging Face's names), rounding and dtype."""
+    pairing, the scaling and its parameters (Hugging Face's names, ``rope_theta`` and
+    ``rope_type`` too), rounding and dtype."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    ALIASES: ClassVar[dict[str, str]] = {"rope_theta": "base", "rope_type": "scaling"}
 
     base: float = Field(
         DEFAULT_BASE,
@@ -112,6 +114,11 @@ class RotaryFields(BaseModel):
         description="library: transformers' float32 arithmetic (what most engines compute); "
         "exact: exact angles, each entry rounded once.",
     )
+
+    @field_validator("scaling", mode="before")
+    @classmethod
+    def _default(cls, value: Any) -> Any:
+        return "none" if value == "default" else value  # Hugging Face's name for none
 
     @field_validator("short_factor", "long_factor")
     @classmethod

@@ -11,7 +11,15 @@ from service.encodings import presets
 from service.encodings.catalogue import PARAMETERS, PRESETS
 from service.encodings.registry import DType, Rounding
 from service.encodings.sinusoidal import DEFAULT_BASE, Layout, SinusoidalKey
-from service.schemas.common import Colormap, Height, RawBodyFields, Width, below, within
+from service.schemas.common import (
+    Colormap,
+    Height,
+    RawBodyFields,
+    Width,
+    below,
+    unshown,
+    within,
+)
 from service.schemas.presets import SCALE_LIMIT, PresetFields, PresetName, parameter_fields
 
 
@@ -27,7 +35,7 @@ class RowsQuery(BaseModel):
     )
     d_model: int = Field(ge=1, description="Columns: the model's embedding width.")
     base: float = Field(
-        DEFAULT_BASE,
+        default_factory=unshown(DEFAULT_BASE),
         gt=1,
         allow_inf_nan=False,
         description="Wavelength base (default 10000): column pair i has frequency "
@@ -67,7 +75,7 @@ class BlockQuery(RowsQuery, PresetFields):
     """Which table, and which block of it."""
 
     layout: Layout = Field(
-        "interleaved",
+        default_factory=unshown("interleaved"),
         description="vaswani only (the other presets fix their layout): interleaved (the "
         "default): sin, cos, sin, ...; split: all sines, then cosines.",
     )
@@ -164,8 +172,15 @@ class ApplyQuery(PresetFields):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    base: float = Field(DEFAULT_BASE, gt=1, allow_inf_nan=False, description="As for tables.")
-    layout: Layout = Field("interleaved", description="As for tables.")
+    base: float = Field(
+        default_factory=unshown(DEFAULT_BASE),
+        gt=1,
+        allow_inf_nan=False,
+        description="As for tables (default 10000).",
+    )
+    layout: Layout = Field(
+        default_factory=unshown("interleaved"), description="As for tables (interleaved)."
+    )
     scale: float | None = Field(
         None,
         allow_inf_nan=False,

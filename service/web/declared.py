@@ -82,6 +82,7 @@ class Declared(Generic[Q, K]):
     # the path counts in the ETag (two families' fields may coincide); False for the
     # families whose tags predate the seam, which clients and caches hold
     path_in_etag: bool = True
+    tag: str = ""  # its routes' group in the OpenAPI document; default the family's name
 
     @property
     def resource(self) -> str:

@@ -13,7 +13,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from service.errors import InvalidInput, InvalidParameter, UnsupportedMediaType
+from service.errors import InvalidInput, InvalidParameter, MalformedBody, UnsupportedMediaType
 from service.limits import reserving
 from service.runtime import Runtime
 from service.web.bodies import body_format, read_posted
@@ -30,6 +30,8 @@ async def posted_document(
         raise UnsupportedMediaType(content_type, ["application/json"])
     with reserving(runtime.posted) as reservation:  # a config.json: a few KiB, while parsed
         body = await read_posted(request, runtime, runtime.limits.config_bytes, reservation)
+        if not body.strip():
+            raise MalformedBody("the body is empty: send the JSON document (a config.json)")
         return await runtime.compute(len(body), read, body)
 
 

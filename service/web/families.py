@@ -53,7 +53,7 @@ async def table(
 def router(declared: Declared[Any, Any]) -> APIRouter:
     """The routes of ``declared``'s family; the family known to the registry."""
     registry.register(declared.family)
-    routes = APIRouter()
+    routes = APIRouter(tags=[declared.tag or declared.family.name])
     media = {**openapi.TABLE_MEDIA, **({"application/x-npz": {}} if declared.family.arrays else {})}
     headers = {
         **openapi.TABLE_HEADERS,

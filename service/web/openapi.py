@@ -82,6 +82,8 @@ APPLY_HEADERS: Final = {
     for name, text in {
         "X-Shape": "raw only: the result's shape, comma-separated.",
         "X-Dtype": "raw only: float32, float64 or float16.",
+        "X-Positions": "The positions used: FIRST..LAST table rows, or position_ids.",
+        "X-Scale": "Additive encodings: the factor the embeddings were multiplied by.",
     }.items()
 }
 # the answers of an apply route, whichever family

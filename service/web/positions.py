@@ -21,7 +21,7 @@ from service.codecs import npy
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, BodyFormat, Encoded, Format
 from service.encodings import registry
 from service.encodings.registry import Key
-from service.errors import InvalidInput, UnsupportedMediaType
+from service.errors import InvalidInput, MalformedBody, UnsupportedMediaType
 from service.limits import Limits, reserving
 from service.runtime import Runtime
 from service.web import openapi
@@ -117,6 +117,8 @@ def ids_of(
     """The posted ids, checked: shaped ``(L,)`` or ``(B, L)`` after a leading axis of
     ``axes`` when there are several, their rows × ``width`` within the limits (before any
     is converted), then integers (int64) or finite numbers (float64)."""
+    if not body:
+        raise MalformedBody(f"the body is empty: send the position ids ({MEDIA_TYPES[kind]})")
     if kind == "json":
         ids = codecs.json.positions(body, limits.json_elements, integers)
     else:

@@ -3,17 +3,21 @@ validation errors, HTTP errors such as 404 and 405, and anything unexpected."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
+import re
 from http import HTTPStatus
 from typing import Any, Final
 
 import orjson
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 from service.errors import PROBLEM_BASE, InvalidParameter, ServiceError
+from service.text import shown
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 # where each kind of value travels in this HTTP API
@@ -77,14 +81,44 @@ async def _service_error(request: Request, exc: Exception) -> Response:
     return _answer(request, exc.status, exc.detail, title=exc.title, type=exc.type, **extensions)
 
 
-def _validation_item(error: Any) -> dict[str, str]:
+def _parameters(request: Request) -> list[str]:
+    """The query parameters the route that refused ``request`` takes."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    names: list[str] = []
+    for parameter in getattr(dependant, "query_params", ()):
+        model = parameter.field_info.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            names += [field.alias or name for name, field in model.model_fields.items()]
+            names += list(getattr(model, "ALIASES", {}))
+        else:
+            names.append(parameter.alias)
+    return names
+
+
+def _closest(word: str, choices: list[str]) -> str:
+    """``; did you mean X?`` for the choice closest to ``word``, if one is close."""
+    lowered = {choice.lower(): choice for choice in choices}
+    found = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[found[0]]}?" if found else ""
+
+
+def _validation_item(error: Any, parameters: list[str]) -> dict[str, str]:
     location, *path = [str(part) for part in error["loc"]] or ["request"]
-    return {"name": ".".join(path) or location, "in": location, "detail": error["msg"]}
+    name = ".".join(path) or location
+    detail = error["msg"]
+    given = error.get("input")
+    if error["type"] == "extra_forbidden" and location == "query":
+        detail = "is not a parameter of this endpoint" + _closest(path[-1], parameters)
+    elif error["type"] in ("literal_error", "enum") and isinstance(given, str):
+        choices = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+        detail += _closest(shown(given), choices)
+    return {"name": name, "in": location, "detail": detail}
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    items = [_validation_item(error) for error in exc.errors()]
+    parameters = _parameters(request)
+    items = [_validation_item(error, parameters) for error in exc.errors()]
     detail = "; ".join(f"{item['name']}: {item['detail']}" for item in items)
     return _answer(
         request,

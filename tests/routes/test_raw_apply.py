@@ -242,7 +242,13 @@ def test_a_view_body_is_computed_in_place(kind: str, fmt: str) -> None:
     if kind == fmt:
         assert isinstance(answer.body, memoryview)
         assert answer.body.obj is body
-        assert answer.headers == {"content-type": RAW, "x-shape": "16,8", "x-dtype": "float32"}
+        assert answer.headers == {
+            "content-type": RAW,
+            "x-shape": "16,8",
+            "x-dtype": "float32",
+            "x-positions": "0..15",
+            "x-scale": str(np.sqrt(8)),
+        }
 
 
 def _key(d_model: int, dtype: str) -> SinusoidalKey:

@@ -445,7 +445,7 @@ def test_a_missing_parameter_is_named(http: httpx.Client, query: str, name: str)
         ),
         pytest.param("max_len=4&head_dim=2&scaling=ntk&factor=2", "head_dim", id="ntk-dim-2"),
         pytest.param("max_len=4&head_dim=8&d_model=8", "d_model", id="unknown-d_model"),
-        pytest.param("max_len=4&head_dim=8&rope_theta=10", "rope_theta", id="unknown-theta"),
+        pytest.param("max_len=4&head_dim=8&theta=10", "theta", id="unknown-theta"),
         pytest.param("max_len=4&head_dim=8&Factor=2", "Factor", id="unknown-case"),
     ],
 )

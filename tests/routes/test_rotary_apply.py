@@ -221,6 +221,7 @@ def test_json_defaults_to_float32(http: httpx.Client) -> None:
     assert document == {
         "dtype": "float32",
         "shape": [2, 2],
+        "positions": "0..1",
         "embeddings": [[1.0, 0.0], [0.5403023, 0.84147096]],
     }
 

@@ -163,7 +163,12 @@ def test_apply_with_a_safetensors_body_and_answer(api: httpx.Client, dtype: str)
     response = api.post(APPLY, content=body, headers=AS_SAFETENSORS)
     answer = tensors(response)
     assert list(answer) == ["embeddings"]
-    assert metadata(response) == {"dtype": dtype, "shape": "[2,5,8]"}
+    assert metadata(response) == {
+        "dtype": dtype,
+        "shape": "[2,5,8]",
+        "positions": "position_ids",
+        "scale": str(np.sqrt(8)),
+    }
     through_npz = load(
         api.post(
             APPLY, content=npz_bytes(embeddings=x, position_ids=ids), headers={"content-type": NPZ}

@@ -81,6 +81,8 @@ def test_json_defaults_to_float32(api: httpx.Client) -> None:
     assert document == {
         "dtype": "float32",
         "shape": [2, 2],
+        "positions": "0..1",
+        "scale": 1.0,
         "embeddings": [[0.0, 1.0], [0.84147096, 0.5403023]],
     }
 
@@ -156,7 +158,7 @@ BAD_BODIES = [
     pytest.param(NPY, GOOD[:-7], "", 400, "bytes of data", id="truncated-npy"),
     pytest.param(NPY, GOOD + b"xx", "", 400, "bytes of data", id="trailing-bytes"),
     pytest.param(NPY, b"garbage", "", 400, "magic", id="garbage-npy"),
-    pytest.param(NPY, b"", "", 400, "magic", id="empty-body"),
+    pytest.param(NPY, b"", "", 400, "empty", id="empty-body"),
     pytest.param(NPY, b"\x93NUMPY\x01\x00\xff\x00{'descr", "", 400, "readable", id="bad-header"),
     pytest.param(NPY, _object_npy(), "embeddings", 422, "never unpickled", id="object-npy"),
     pytest.param(NPY, b"\x80\x04\x95" + GOOD, "", 400, "magic", id="pickle"),

@@ -207,7 +207,7 @@ def test_the_images_install_and_start_steps_work(image_venv: Path) -> None:
 def test_the_readme_installs_the_same_package_the_same_way() -> None:
     readme = (ROOT / "README.md").read_text()
     assert (
-        "python3 -m venv .venv && .venv/bin/pip install '.[plots]' && .venv/bin/python -m service"
-        in readme
+        "python3 -m venv .venv && .venv/bin/pip install -U pip && "
+        ".venv/bin/pip install '.[plots]' && .venv/bin/python -m service" in readme
     )
     assert "bash .ci/run" in readme
