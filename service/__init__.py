@@ -3,7 +3,8 @@
 import sys
 
 if sys.version_info < (3, 11):  # noqa: UP036 - before anything written for 3.11 is imported
-    sys.exit(f"the service needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    found = ".".join(map(str, sys.version_info[:3]))
+    sys.exit(f"the service needs Python 3.11 or newer; this is Python {found}")
 
 from importlib import metadata
 

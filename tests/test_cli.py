@@ -121,3 +121,16 @@ def test_the_command_writes_its_file(tmp_path: Path, http: httpx.Client) -> None
     assert refused.returncode == 1
     assert refused.stderr.startswith(b"export: 422: max_len")
     assert run("export", "sinusoidal", "max_len").returncode == 2
+
+
+def test_an_older_python_is_refused_in_one_line() -> None:
+    """Before anything written for 3.11 is imported (the interpreter's version made to read
+    3.10 here, as this machine has no older Python)."""
+    code = "import sys; sys.version_info = (3, 10, 12, 'final', 0); import service"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60, text=True
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "the service needs Python 3.11 or newer; this is Python 3.10.12"
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -211,3 +212,31 @@ def test_the_readme_installs_the_same_package_the_same_way() -> None:
         ".venv/bin/pip install '.[plots]' && .venv/bin/python -m service" in readme
     )
     assert "bash .ci/run" in readme
+
+
+def test_the_readmes_run_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
+    """The README's one command, as written, in a copy of the repository's files (no
+    virtual environment of ours): a fresh venv, pip upgraded, the package with its plots
+    extra installed; then its last step, the service, answers a table and a picture."""
+    readme = (ROOT / "README.md").read_text()
+    (command,) = [line for line in readme.splitlines() if line.startswith("python3 -m venv")]
+    *install, serve = command.split(" && ")
+    assert serve == ".venv/bin/python -m service"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    copy = tmp_path / "clone"
+    for name in filter(None, tracked):
+        target = copy / name.decode()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / name.decode()).is_file():
+            shutil.copy2(ROOT / name.decode(), target)
+    done = subprocess.run(" && ".join(install), shell=True, cwd=copy, capture_output=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # the same main as `python -m service` there, with nothing of this checkout on the path
+    started = [str(copy / ".venv" / "bin" / "pe-service")]
+    with running({"PE_HOST": "127.0.0.1"}, command=started) as url:
+        table = httpx.get(f"{url}/v1/encodings/sinusoidal?max_len=4&d_model=4&format=npy")
+        assert table.status_code == 200
+        picture = httpx.get(f"{url}/v1/encodings/sinusoidal/heatmap.png?max_len=8&d_model=8")
+        assert picture.headers["content-type"] == "image/png"
