@@ -66,17 +66,23 @@ def log_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _readers() -> Mapping[str, Any]:
+    from service.routes import FAMILIES
+    from service.web.families import readers
+
+    return readers(FAMILIES)
+
+
 def checked_settings() -> Settings:
     """The settings from the environment, checked as far as they can be before the service
     starts (what ``create_app`` and its lifespan would refuse later, with a traceback), or
     a :class:`SettingsError` of one line."""
     settings = from_environment()
     from service import preload
-    from service.routes import FAMILIES
-    from service.web.families import readers
 
     try:
-        preload.checked(settings, readers(FAMILIES))
+        # a family's NAME?QUERY needs the routes' declarations (the web framework): only then
+        preload.checked(settings, _readers() if "?" in settings.preload else {})
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     check_metrics_directory(os.environ)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from service.codecs.types import Format
 from service.encodings.registry import Family, Key, Rows
@@ -102,6 +102,11 @@ class Declared(Generic[Q, K]):
         fields = dict(pairs)
         if len(fields) < len(pairs):
             raise ValueError("a parameter is given more than once; give each parameter once")
-        query = self.query.model_validate(fields)
+        try:
+            query = self.query.model_validate(fields)
+        except ValidationError as exc:  # as a problem's detail says it, on one line
+            errors = exc.errors(include_url=False)
+            said = (f"{'.'.join(map(str, e['loc'])) or 'query'}: {e['msg']}" for e in errors)
+            raise ValueError("; ".join(said)) from None
         key = self.key(query)
         return key, self.block(query, key).stop
