@@ -82,9 +82,10 @@ def apply(
     embeddings = arrays["embeddings"]
     in_place = request.kind in codecs.VIEWS  # the batch is a view of our own copy of the body
     position_ids = arrays.get("position_ids")
-    stated = _stated(request, embeddings, position_ids)  # before the batch is overwritten
-    said = {f"x-{name.replace('_', '-')}": str(value) for name, value in stated.items()}
     result = apply_arrays(runtime, embeddings, position_ids, request, in_place)
+    # once the kernel has checked the batch; what it states depends on its shape alone
+    stated = _stated(request, result, position_ids)
+    said = {f"x-{name.replace('_', '-')}": str(value) for name, value in stated.items()}
     if result is embeddings and request.fmt == request.kind in ("npy", "raw"):
         # The body is the result (after the client's .npy header): send it back as is.
         npy = {"content-type": codecs.types.MEDIA_TYPES["npy"]}

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 
 from service.codecs.types import FORMATS
-from service.settings import Settings
+from service.settings import Settings, from_environment
 
 _DESCRIPTION: Final = """\
 Positional encodings of transformer models: computed, cached and served over HTTP.
@@ -33,7 +34,7 @@ examples:
   python -m service export sinusoidal max_len=512 d_model=512 -o pe.npy
   python -m service export rotary max_len=8192 head_dim=128 base=500000 --format npz -o rope.npz
   python -m service export rotary --config config.json --format safetensors -o rope.safetensors
-  python -m service export alibi num_heads=8 max_len=1024 --format json"""
+  python -m service export alibi num_heads=4 max_len=64 --format json"""
 
 
 class ExportError(Exception):
@@ -54,33 +55,51 @@ def _paths() -> dict[str, str]:
 
 def export(
     family: str,
-    fmt: str = "npy",
+    parameters: Mapping[str, Any] | None = None,
     *,
+    fmt: str | None = None,
     config: Mapping[str, Any] | bytes | None = None,
     settings: Settings | None = None,
-    **parameters: Any,
 ) -> bytes:
-    """The bytes of ``family``'s table in ``fmt``, as ``GET`` with ``parameters`` (or
-    ``POST .../from-config`` with ``config``, a parsed ``config.json`` or its bytes) answers
-    them under ``settings`` (by default the environment's); :class:`ExportError` with the
-    problem's status and detail where it refuses."""
+    """The bytes of ``family``'s table in ``fmt`` (default npy; or ``parameters``'
+    ``format``), as ``GET`` with ``parameters`` (or ``POST .../from-config`` with ``config``,
+    a parsed ``config.json`` or its bytes) answers them under ``settings`` (default: the
+    environment's, without its gRPC port or preload); :class:`ExportError` with the
+    problem's status and detail where it refuses. Callable where an event loop runs (a
+    notebook's): the app then runs in a thread of its own."""
     paths = _paths()
     if family not in paths:
         raise ExportError(404, f"no family {family!r}; there are {', '.join(paths)}")
+    given = dict(parameters or {})
+    if fmt is not None and given.get("format", fmt) != fmt:
+        raise ExportError(422, "format: give it once (as fmt, or among the parameters)")
+    fmt = str(given.pop("format", fmt or "npy"))
     if fmt not in FORMATS:
         raise ExportError(422, f"format: must be one of {', '.join(FORMATS)}")
     query = {
         name: str(value).lower() if isinstance(value, bool) else str(value)
-        for name, value in {**parameters, "format": fmt}.items()
+        for name, value in {**given, "format": fmt}.items()
     }
+    # the answer alone: no gRPC port taken (a running service may hold it), nothing preloaded
+    quiet = (settings or from_environment()).model_copy(update={"grpc_port": 0, "preload": ""})
     if config is None:
-        return asyncio.run(_ask(settings, "GET", paths[family], query, None))
+        return _run(_ask(quiet, "GET", paths[family], query, None))
     body = config if isinstance(config, bytes) else json.dumps(config).encode()
-    return asyncio.run(_ask(settings, "POST", paths[family] + "/from-config", query, body))
+    return _run(_ask(quiet, "POST", paths[family] + "/from-config", query, body))
+
+
+def _run(work: Coroutine[Any, Any, bytes]) -> bytes:
+    """``work`` run to its end, in a thread of its own where this one runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
 
 
 async def _ask(
-    settings: Settings | None, method: str, path: str, query: dict[str, str], body: bytes | None
+    settings: Settings, method: str, path: str, query: dict[str, str], body: bytes | None
 ) -> bytes:
     from service.app import create_app
 
@@ -102,8 +121,9 @@ async def _ask(
 
 def parser() -> argparse.ArgumentParser:
     """The command line's parser."""
+    named = Path(sys.argv[0]).name
     main = argparse.ArgumentParser(
-        prog="python -m service",
+        prog=named if named == "pe-service" else "python -m service",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -127,28 +147,38 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run_export(arguments: argparse.Namespace, settings: Settings) -> int:
-    """``export``: 0 once written, 1 (and the service's refusal on standard error) if not."""
+    """``export``: 0 once written; 1 (and the service's refusal, or the file's trouble, on
+    standard error) if not; 2 for a command line it cannot read."""
     given: dict[str, str] = {}
     for item in arguments.parameters:
         name, equals, value = item.partition("=")
-        if not equals or not name:
-            sys.stderr.write(f"export: {item!r} is not NAME=VALUE\n")
+        if not equals or not name or name in given:
+            why = "is given twice" if name in given else "is not NAME=VALUE"
+            sys.stderr.write(f"export: {item!r} {why}\n")
             return 2
         given[name] = value
     fmt = arguments.format
-    if fmt is None:
-        suffix = arguments.output.suffix.lstrip(".") if arguments.output else ""
-        fmt = suffix if suffix in FORMATS else "npy"
-    config = arguments.config.read_bytes() if arguments.config else None
+    if fmt is None and arguments.output is not None and "format" not in given:
+        fmt = arguments.output.suffix.lstrip(".")
+        if fmt not in FORMATS:
+            sys.stderr.write(f"export: {arguments.output}: give --format ({', '.join(FORMATS)})\n")
+            return 2
+    if arguments.output is None and sys.stdout.isatty() and (fmt or given.get("format")) != "json":
+        sys.stderr.write("export: a binary table is not written to a terminal: give -o FILE\n")
+        return 2
     try:
-        data = export(arguments.family, fmt, config=config, settings=settings, **given)
+        config = arguments.config.read_bytes() if arguments.config else None
+        data = export(arguments.family, given, fmt=fmt, config=config, settings=settings)
+        if arguments.output is None:
+            sys.stdout.buffer.write(data)
+        else:
+            arguments.output.write_bytes(data)
     except ExportError as exc:
         sys.stderr.write(f"export: {exc.status}: {exc.detail}\n")
         return 1
-    if arguments.output is None:
-        sys.stdout.buffer.write(data)
-    else:
-        arguments.output.write_bytes(data)
+    except OSError as exc:
+        sys.stderr.write(f"export: {exc.filename}: {exc.strerror}\n")
+        return 1
     return 0
 
 

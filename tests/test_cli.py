@@ -3,6 +3,8 @@ the bytes the HTTP answer holds for the same parameters (from-config included)."
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -76,7 +78,7 @@ def test_help_prints_usage_and_starts_nothing() -> None:
 def test_an_export_is_the_http_answer(
     http: httpx.Client, family: str, fmt: str, parameters: dict[str, Any], path: str | None
 ) -> None:
-    exported = cli.export(family, fmt, **parameters)
+    exported = cli.export(family, parameters, fmt=fmt)
     url = path or f"/v1/encodings/{family}"
     answer = http.get(
         url, params={**parameters, "format": fmt}, headers={"accept-encoding": "identity"}
@@ -87,22 +89,22 @@ def test_an_export_is_the_http_answer(
 
 def test_an_export_from_a_config_is_the_from_config_answer(http: httpx.Client) -> None:
     body = orjson.dumps(CONFIG)
-    exported = cli.export("rotary", "safetensors", config=CONFIG, start="60")
+    exported = cli.export("rotary", {"start": 60}, fmt="safetensors", config=CONFIG)
     answer = http.post(
         "/v1/encodings/rotary/from-config?format=safetensors&start=60",
         content=body,
         headers={"content-type": "application/json", "accept-encoding": "identity"},
     )
     assert exported == answer.content
-    assert cli.export("rotary", "safetensors", config=body, start="60") == exported
+    assert cli.export("rotary", {"start": 60, "format": "safetensors"}, config=body) == exported
 
 
 def test_a_refused_export_says_why() -> None:
     with pytest.raises(cli.ExportError, match="head_dim") as caught:
-        cli.export("rotary", "npy", max_len=8, head_dim=7)
+        cli.export("rotary", {"max_len": 8, "head_dim": 7})
     assert caught.value.status == 422
     with pytest.raises(cli.ExportError, match="no family 'rope'"):
-        cli.export("rope", "npy", max_len=8)
+        cli.export("rope", {"max_len": 8})
 
 
 def test_the_command_writes_its_file(tmp_path: Path, http: httpx.Client) -> None:
@@ -134,3 +136,40 @@ def test_an_older_python_is_refused_in_one_line() -> None:
     assert done.stderr.strip().splitlines() == [
         "the service needs Python 3.11 or newer; this is Python 3.10.12"
     ]
+
+
+def test_an_export_takes_any_parameter_name_and_one_format() -> None:
+    """Parameters travel as one mapping: a name such as ``config`` reaches the service
+    (which refuses it as it refuses it over HTTP); ``format`` among them is the format."""
+    with pytest.raises(cli.ExportError, match="config: is not a parameter"):
+        cli.export("sinusoidal", {"max_len": 4, "d_model": 8, "config": "x"})
+    as_json = cli.export("sinusoidal", {"max_len": 2, "d_model": 2, "format": "json"})
+    assert orjson.loads(as_json)["shape"] == [2, 2]
+    with pytest.raises(cli.ExportError, match="format: give it once"):
+        cli.export("sinusoidal", {"max_len": 2, "d_model": 2, "format": "json"}, fmt="npy")
+
+
+def test_an_export_runs_beside_an_event_loop_and_takes_no_port(http: httpx.Client) -> None:
+    """From a notebook (an event loop running), with the gRPC port of a running service."""
+    expected = http.get("/v1/encodings/sinusoidal?max_len=4&d_model=4&format=npy").content
+
+    async def inside(port: int) -> bytes:
+        settings = Settings(grpc_port=port, preload="not a table")
+        return cli.export("sinusoidal", {"max_len": 4, "d_model": 4}, settings=settings)
+
+    with socket.socket() as held:  # the port a running service's gRPC server holds
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        assert asyncio.run(inside(held.getsockname()[1])) == expected
+
+
+def test_a_command_line_it_cannot_use_is_one_line(tmp_path: Path) -> None:
+    repeated = run("export", "sinusoidal", "max_len=4", "max_len=5", "d_model=4")
+    assert repeated.returncode == 2
+    assert b"is given twice" in repeated.stderr
+    unknown = run("export", "sinusoidal", "max_len=4", "d_model=4", "-o", str(tmp_path / "t.bin"))
+    assert unknown.returncode == 2
+    assert b"give --format" in unknown.stderr
+    missing = run("export", "rotary", "--config", str(tmp_path / "none.json"), "-o", "x.npz")
+    assert missing.returncode == 1
+    assert missing.stderr.decode().strip().endswith("No such file or directory")

@@ -157,7 +157,8 @@ def test_only_the_start_up_reads_the_environments_settings() -> None:
                     called == "Settings" and not node.args and not node.keywords
                 ):
                     readers.add(path)
-    assert readers <= {"service/__main__.py", "service/app.py", "service/settings.py"}, readers
+    start_up = {"service/__main__.py", "service/cli.py", "service/app.py", "service/settings.py"}
+    assert readers <= start_up, readers
 
 
 @pytest.mark.parametrize(

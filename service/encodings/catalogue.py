@@ -59,7 +59,7 @@ PRESETS: Final[dict[str, Preset]] = {
             None,
             (BASE,),
             _ROOT_D,
-            aliases=("transformer", "distilbert", "xlm", "flaubert"),
+            aliases=("distilbert", "xlm", "flaubert"),
         ),
         Preset(
             "pytorch-tutorial",

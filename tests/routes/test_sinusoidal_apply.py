@@ -167,6 +167,7 @@ BAD_BODIES = [
         NPY, _npy(np.ones((3, 4), np.complex128)), "embeddings", 422, "complex128", id="complex"
     ),
     pytest.param(NPY, _npy(np.ones(4, np.float32)), "embeddings", 422, "1-D", id="1-D"),
+    pytest.param(NPY, _npy(np.array(1, np.float32)), "embeddings", 422, "0-D", id="0-D"),
     pytest.param(NPY, _npy(np.ones((1, 1, 3, 4), np.float32)), "embeddings", 422, "4-D", id="4-D"),
     pytest.param(NPY, _npy(np.ones((0, 4), np.float32)), "embeddings", 422, "empty", id="empty"),
     pytest.param(

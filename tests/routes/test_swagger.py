@@ -53,6 +53,16 @@ def test_the_table_with_swaggers_defaults_is_served(
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
+def test_the_heatmap_with_swaggers_defaults_is_drawn(
+    http: httpx.Client, document: dict[str, Any], preset: str
+) -> None:
+    path = "/v1/encodings/sinusoidal/heatmap.png"
+    answer = http.get(path, params=sent(document, path, "get", preset))
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "image/png"
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
 def test_apply_with_swaggers_defaults_is_served(
     http: httpx.Client, document: dict[str, Any], preset: str
 ) -> None:
