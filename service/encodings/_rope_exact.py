@@ -85,6 +85,10 @@ def _frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params)
     values = dict(params)
     if scaling == "linear":
         return _exact.scaled(hi, lo, _CONTEXT.divide(1, decimal.Decimal(values["factor"])))
+    if scaling == "proportional":  # the pairs past the rotated ones have frequency 0
+        hi, lo = hi.copy(), lo.copy()
+        hi[values["rotated"] :] = lo[values["rotated"] :] = 0.0
+        return _exact.scaled(hi, lo, _CONTEXT.divide(1, decimal.Decimal(values["factor"])))
     if scaling == "llama3":
         multiplier = _llama3((hi, lo), values)
     elif scaling == "yarn":

@@ -79,6 +79,9 @@ def _frequencies(
         return _default(base, rotary_dim)
     if scaling == "linear":
         return _over(_default(base, rotary_dim), values["factor"])
+    if scaling == "proportional":  # 1 / base^(2k / head_dim) for the rotated pairs, then 0s
+        turning = np.arange(rotary_dim // 2) < values["rotated"]
+        return _over(np.where(turning, _default(base, rotary_dim), F32(0)), values["factor"])
     if scaling == "ntk":
         return _default(base * values["factor"] ** (rotary_dim / (rotary_dim - 2)), rotary_dim)
     if scaling == "dynamic":

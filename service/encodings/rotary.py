@@ -124,7 +124,9 @@ def check(key: RotaryKey, max_len: int) -> None:
     else:
         inverse = frequencies(key)[0]
         last = (max_len - 1) * float(inverse.max())
-    if not (np.all(np.isfinite(inverse)) and np.all(inverse > 0) and math.isfinite(last)):
+    turning = dict(key.params).get("rotated", key.pairs)  # proportional: the rest are 0
+    positive = np.all(inverse[:turning] > 0) and np.all(inverse[turning:] == 0)
+    if not (np.all(np.isfinite(inverse)) and positive and math.isfinite(last)):
         named = ", ".join(name for name, _ in key.params) or "base"
         raise InvalidParameter(
             "scaling",

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal, get_args
 
 from service.errors import InvalidParameter
 
-Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3"]
+Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3", "proportional"]
 SCALINGS: Final[tuple[Scaling, ...]] = get_args(Scaling)
 # A scaling's resolved parameters, in a fixed order: part of a table's key.
 Params = tuple[tuple[str, Any], ...]
@@ -32,6 +32,7 @@ SOURCES: Final[dict[Scaling, str]] = {
     "yarn": f"{_UTILS}: _compute_yarn_parameters",
     "longrope": f"{_UTILS}: _compute_longrope_parameters",
     "llama3": f"{_UTILS}: _compute_llama3_parameters",
+    "proportional": f"{_UTILS}: _compute_proportional_rope_parameters (transformers 5; Gemma 4)",
 }
 # The parameters each scaling takes; those in REQUIRED must be given.
 PARAMETERS: Final[dict[Scaling, tuple[str, ...]]] = {
@@ -64,6 +65,8 @@ PARAMETERS: Final[dict[Scaling, tuple[str, ...]]] = {
         "high_freq_factor",
         "original_max_position_embeddings",
     ),
+    # and the rotated pairs, int(partial_rotary_factor * head_dim // 2): the rest are zero
+    "proportional": ("factor",),
 }
 REQUIRED: Final[dict[Scaling, tuple[str, ...]]] = {
     "none": (),
@@ -73,13 +76,20 @@ REQUIRED: Final[dict[Scaling, tuple[str, ...]]] = {
     "yarn": ("original_max_position_embeddings",),
     "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
     "llama3": PARAMETERS["llama3"],
+    "proportional": (),
 }
 MAX_ATTENTION: Final = 1000.0  # cos and sin times it stay finite in float16
 MAX_FACTORS: Final = 8192  # longrope's factors: one per pair of the widest head
 ALL_PARAMETERS: Final = tuple(dict.fromkeys(p for names in PARAMETERS.values() for p in names))
 
 
-def resolve(scaling: Scaling, given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params:
+def resolve(
+    scaling: Scaling,
+    given: Mapping[str, Any],
+    rotary_dim: int,
+    max_len: int,
+    rotated: int | None = None,
+) -> Params:
     """The scaling's parameters with defaults filled in and derived values computed as
     transformers computes them (the attention factor, yarn's factor, the sequence length
     of ``dynamic``, the factors ``longrope`` uses for a table of ``max_len`` positions):
@@ -103,6 +113,9 @@ def resolve(scaling: Scaling, given: Mapping[str, Any], rotary_dim: int, max_len
         return ()
     if scaling in ("linear", "ntk"):
         return (("factor", _positive(given, "factor")),)
+    if scaling == "proportional":  # the whole head; the pairs past ``rotated`` do not turn
+        factor = _positive(given, "factor") if given.get("factor") is not None else 1.0
+        return (("factor", factor), ("rotated", rotary_dim // 2 if rotated is None else rotated))
     if scaling == "dynamic":
         mpe = _position_count(given, "max_position_embeddings")
         seq_len = given.get("seq_len") or max_len

@@ -51,6 +51,7 @@ TABLE: Final = declared.Declared(
         "or hidden_size / num_attention_heads, partial_rotary_factor, "
         "max_position_embeddings).",
         missing={"max_len": "the config has no max_position_embeddings: give max_len"},
+        reading=("head_dim_key",),
     ),
 )
 

@@ -28,6 +28,7 @@ ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
     "yarn": "yarn",
     "longrope": "longrope",
     "llama3": "llama3",
+    "proportional": "proportional",
 }
 _LISTS: Final = {"short_factor", "long_factor"}
 _INTEGERS: Final = {
@@ -61,6 +62,13 @@ class FromConfigQuery(BaseModel):
     rounding: Rounding = Field("library", description="As for tables.")
     dtype: DType = Field("float32", description="As for tables.")
     format: Format | None = Field(None, description="As for tables.")
+    head_dim_key: str | None = Field(
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The config field that holds the head's width, as transformers' "
+        "head_dim_key (Gemma 4's full-attention layers: global_head_dim); default head_dim.",
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -122,9 +130,14 @@ def _rope_dict(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     return "rope_parameters", {}
 
 
-def _head_dim(config: Mapping[str, Any]) -> int:
-    # DeepSeek's rotary part of a head is its own width (transformers sets head_dim to it)
-    head_dim = _field(config, "", "qk_rope_head_dim") or _field(config, "", "head_dim")
+def _head_dim(config: Mapping[str, Any], key: str | None = None) -> int:
+    if key is not None:  # the field the request names, else hidden_size / heads, as HF does
+        head_dim: Any = config.get(key)
+        if head_dim is not None and (isinstance(head_dim, bool) or not isinstance(head_dim, int)):
+            raise InvalidInput(key, "must be an integer (head_dim_key names it)")
+    else:
+        # DeepSeek's rotary part of a head is its own width (transformers sets head_dim to it)
+        head_dim = _field(config, "", "qk_rope_head_dim") or _field(config, "", "head_dim")
     if head_dim is None:
         hidden = _field(config, "", "hidden_size")
         heads = _field(config, "", "num_attention_heads")
@@ -142,7 +155,9 @@ def _first(*values: Any) -> Any:
     return next((value for value in values if value is not None), None)
 
 
-def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
+def rotary_query(
+    config: Mapping[str, Any], asked: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The parameters of the model's rotary table, as ``GET /v1/encodings/rotary`` names
     them (``max_len`` is the config's ``max_position_embeddings`` when it has one). A
     ``rope_type`` the service does not know, or a field of the wrong type, is an
@@ -158,7 +173,7 @@ def rotary_query(config: Mapping[str, Any]) -> dict[str, Any]:
     scaling = ROPE_TYPES[rope_type]
     mpe = _field(config, "", "max_position_embeddings")
     query: dict[str, Any] = {
-        "head_dim": _head_dim(config),
+        "head_dim": _head_dim(config, (asked or {}).get("head_dim_key")),
         "base": _first(
             _field(rope, inner, "rope_theta"),
             _field(config, "", "rope_theta"),

@@ -49,8 +49,9 @@ class RotaryFields(Aliased):
         gt=0,
         le=1,
         allow_inf_nan=False,
-        description="The rotated part of a head: int(head_dim * factor) dimensions (the "
-        "rotary dimension, even); the rest passes through.",
+        description="The rotated part of a head: int(head_dim * factor) dimensions, even; the "
+        "rest passes through (proportional: the first int(factor * head_dim // 2) pairs turn, "
+        "the others have frequency 0).",
     )
     convention: Convention = Field(
         "half",
@@ -59,12 +60,14 @@ class RotaryFields(Aliased):
     )
     scaling: scalings.Scaling = Field(
         "none",
-        description="none, linear, ntk (static NTK-aware), dynamic, yarn, longrope or llama3, "
-        "as transformers' modeling_rope_utils.py computes them; their parameters follow, "
-        "under rope_scaling's names.",
+        description="none, linear, ntk (static NTK-aware), dynamic, yarn, longrope, llama3 or "
+        "proportional, as transformers' modeling_rope_utils.py computes them; their "
+        "parameters follow, under rope_scaling's names.",
     )
     factor: float | None = _number(
-        "linear, ntk, dynamic, yarn, llama3, longrope.", ge=_FACTOR_FLOOR, le=_FACTOR_LIMIT
+        "linear, ntk, dynamic, yarn, llama3, longrope; proportional (1).",
+        ge=_FACTOR_FLOOR,
+        le=_FACTOR_LIMIT,
     )
     original_max_position_embeddings: int | None = Field(
         None,
@@ -143,13 +146,15 @@ class RotaryFields(Aliased):
     def rotary_key(self, head_dim: int, max_len: int, dtype: DType) -> RotaryKey:
         """The table's key for heads of ``head_dim`` and a sequence of ``max_len``."""
         r = rotary_dim(head_dim, self.partial_rotary_factor)
+        rotated = int(self.partial_rotary_factor * head_dim // 2)  # proportional's turning pairs
+        r = head_dim if self.scaling == "proportional" else r  # which keeps the whole head
         if r < 2 or r % 2:
             raise InvalidParameter(
                 "head_dim" if self.partial_rotary_factor == 1 else "partial_rotary_factor",
                 f"the rotary dimension int(head_dim * partial_rotary_factor) = {r} must be even "
                 "and at least 2",
             )
-        params = scalings.resolve(self.scaling, self.given(), r, max_len)
+        params = scalings.resolve(self.scaling, self.given(), r, max_len, rotated)
         key = RotaryKey(r, self.base, self.convention, self.scaling, params, dtype, self.rounding)
         rotary.check(key, max_len)
         return key
@@ -177,9 +182,8 @@ def _numbers(text: str, name: str) -> list[float]:
     except ValueError:
         raise InvalidParameter(name, "must be comma-separated numbers") from None
     if not all(math.isfinite(v) and _FACTOR_FLOOR <= v <= _FACTOR_LIMIT for v in values):
-        raise InvalidParameter(
-            name, f"must be positive numbers from {_FACTOR_FLOOR:g} to {_FACTOR_LIMIT:g}"
-        )
+        within = f"from {_FACTOR_FLOOR:g} to {_FACTOR_LIMIT:g}"
+        raise InvalidParameter(name, f"must be positive numbers {within}")
     return values
 
 

@@ -29,13 +29,15 @@ class FromDocument:
     override; ``missing`` says what to give for a required parameter found in neither."""
 
     read: Callable[[bytes | bytearray], dict[str, Any]]
-    fields: Callable[[dict[str, Any]], dict[str, Any]]
+    fields: Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
     query: type[BaseModel]
     summary: str
     operation_id: str
     body: str
     missing: Mapping[str, str] = field(default_factory=dict)
     suffix: str = "/from-config"
+    # the request's parameters that say how to read the document, not the table's
+    reading: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,8 +90,10 @@ def _from_document(
     routes: APIRouter, declared: Declared[Any, Any], spec: FromDocument, ok: dict[str, Any]
 ) -> None:
     async def post(query: Any, request: Request, runtime: Runtime) -> Response:
-        given = spec.fields(await posted_document(request, runtime, spec.read))
         asked = query.model_dump(exclude_none=True)
+        given = spec.fields(await posted_document(request, runtime, spec.read), asked)
+        for name in spec.reading:
+            asked.pop(name, None)
         given.update(asked)
         for name, message in spec.missing.items():
             if name not in given:

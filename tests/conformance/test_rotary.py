@@ -2,7 +2,8 @@
 
 - ``rounding=library`` tables against Hugging Face transformers' rotary embeddings, built from
   config objects (no weights, no network) and run on position ids: ``LlamaRotaryEmbedding``
-  for each ``rope_type`` (default, linear, dynamic, yarn, longrope, llama3), and
+  for each ``rope_type`` (default, linear, dynamic, yarn, longrope, llama3, and transformers
+  5's proportional, Gemma 4's, which keeps the whole head with zero frequencies), and
   ``GPTNeoXRotaryEmbedding`` where ``partial_rotary_factor`` < 1 (Llama's default rope
   ignores the factor, see :func:`test_llama_default_rope_ignores_partial_rotary_factor`;
   GPT-NeoX's, like every function of ``ROPE_INIT_FUNCTIONS``, rotates
@@ -144,7 +145,11 @@ class Rope:
 
     @property
     def rotary_dim(self) -> int:
-        return int(self.head_dim * self.partial)
+        """The table's width in pairs x 2: the whole head for proportional (whose first
+        ``int(partial * head_dim // 2)`` pairs turn), else ``int(head_dim * partial)``."""
+        return (
+            self.head_dim if self.scaling == "proportional" else int(self.head_dim * self.partial)
+        )
 
     @property
     def length(self) -> int:
@@ -345,6 +350,9 @@ CASES: Final = (
         partial=0.5,
         model="gpt_neox",
     ),
+    # Gemma 4's full-attention layers (transformers 5): the whole head, a quarter of it turning
+    Rope(256, 1e6, "proportional", {}, partial=0.25),
+    Rope(128, 1e6, "proportional", {"factor": 8.0}, partial=0.5),
 )
 # the exact tables: every case, and ntk (the service's static NTK-aware scaling, which no
 # library module has: dynamic's base change at a fixed factor)
@@ -633,6 +641,9 @@ def exact_frequencies(case: Rope, max_len: int) -> tuple[list[Any], Any]:
     attention = mpf(1)
     if case.scaling == "linear":
         w = [x / mpf(p["factor"]) for x in w]
+    elif case.scaling == "proportional":  # the pairs past the turning ones: frequency 0
+        turning = int(case.partial * case.head_dim // 2)
+        w = [x / mpf(p.get("factor", 1.0)) if k < turning else mpf(0) for k, x in enumerate(w)]
     elif case.scaling == "yarn":
         factor = mpf(p["factor"])
 

@@ -40,8 +40,9 @@ def make_key(
     convention: Convention = "half",
     dtype: DType = "float64",
     rounding: Rounding = "exact",
+    rotated: int | None = None,
 ) -> RotaryKey:
-    params = scalings.resolve(scaling, dict(given or {}), rotary_dim, max_len)
+    params = scalings.resolve(scaling, dict(given or {}), rotary_dim, max_len, rotated)
     return RotaryKey(rotary_dim, base, convention, scaling, params, dtype, rounding)
 
 
@@ -74,6 +75,7 @@ def keys(
             "high_freq_factor": draw(st.floats(1.5, 8.0)),
             "original_max_position_embeddings": original,
         },
+        "proportional": {"factor": draw(st.floats(0.25, 64.0))},
     }[scaling]
     if scaling == "longrope":
         for name in ("short_factor", "long_factor"):
@@ -90,6 +92,7 @@ def keys(
         convention=pairing,
         dtype=element,
         rounding=how,
+        rotated=draw(st.integers(0, r // 2)) if scaling == "proportional" else None,
     )
 
 
@@ -486,6 +489,9 @@ def oracle_frequencies(scaling: str, base: float, r: int, p: Mapping[str, Any]) 
         return _llama3(inv, p)
     if scaling == "longrope":
         return [w / mpmath.mpf(e) for w, e in zip(inv, p["ext_factors"], strict=True)]
+    if scaling == "proportional":
+        turning, factor = p["rotated"], mpmath.mpf(p["factor"])
+        return [w / factor if k < turning else mpmath.mpf(0) for k, w in enumerate(inv)]
     return inv
 
 

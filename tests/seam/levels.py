@@ -4,7 +4,7 @@ every column; ``POST .../from-config`` reads ``{"hidden": ..., "factor": ...,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +72,7 @@ def read(body: bytes | bytearray) -> dict[str, Any]:
     return document
 
 
-def fields(document: dict[str, Any]) -> dict[str, Any]:
+def fields(document: dict[str, Any], asked: Mapping[str, Any]) -> dict[str, Any]:
     names = {"hidden": "width", "factor": "scale", "positions": "max_len"}
     return {names[name]: value for name, value in document.items() if name in names}
 
