@@ -61,6 +61,10 @@ class RotaryKey:
     params: scalings.Params = ()
     dtype: DType = "float32"
     rounding: Rounding = "library"
+    # M-RoPE: the pairs each position axis (temporal, height, width) turns, in order; or
+    # Qwen3-VL's interleaving of them (:mod:`.mrope`). The table by rows is the same.
+    mrope_section: tuple[int, ...] = ()
+    mrope_interleaved: bool = False
 
     def __post_init__(self) -> None:
         if not 2 <= self.rotary_dim <= MAX_HEAD_DIM or self.rotary_dim % 2:

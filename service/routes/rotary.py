@@ -8,10 +8,11 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers
-from service.encodings import rotary
+from service.encodings import mrope, rotary
 from service.encodings.rotation import Rotation
 from service.schemas.hf_config import FromConfigQuery, read_config, rotary_query
-from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument, RotaryTableQuery
+from service.schemas.mrope import RopeQuery
+from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument
 from service.web import declared, openapi
 from service.web.deps import RuntimeDep
 from service.web.responses import apply_response
@@ -25,15 +26,15 @@ router = APIRouter(tags=["rotary"])
 TABLE: Final = declared.Declared(
     family=rotary.FAMILY,
     path=PATH,
-    query=RotaryTableQuery,
-    key=RotaryTableQuery.key,
+    query=RopeQuery,
+    key=RopeQuery.key,
     # a new key's inverse frequencies cost decimal arithmetic per pair (about 0.2 s at
     # head_dim 16384 for yarn, exact): built off the event loop
     key_cost=lambda query: _KEY_COST * query.head_dim,
     block=lambda query, key: handlers.Block(
         key, query.start, query.row_stop, 0, key.width, query.max_len
     ),
-    describe=RotaryTableQuery.describe,
+    describe=RopeQuery.describe,
     document=RotaryTableDocument,
     operation_id="getRotaryTable",
     summary="The cos and sin tables of rotary position embeddings (RoPE), or some rows.",
@@ -52,6 +53,13 @@ TABLE: Final = declared.Declared(
         "max_position_embeddings).",
         missing={"max_len": "the config has no max_position_embeddings: give max_len"},
         reading=("head_dim_key",),
+    ),
+    positions=declared.Positions(
+        summary="cos and sin at posted position ids: (L,) or (B, L); (3, L) or (3, B, L) "
+        "with M-RoPE, each pair at its axis's position.",
+        operation_id="getRotaryAtPositions",
+        axes=lambda key: mrope.AXES if key.mrope_section else 1,
+        at=mrope.at,
     ),
 )
 

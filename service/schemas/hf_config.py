@@ -29,8 +29,9 @@ ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
     "longrope": "longrope",
     "llama3": "llama3",
     "proportional": "proportional",
+    "mrope": "none",  # Qwen2-VL's older configs; its sections are read beside
 }
-_LISTS: Final = {"short_factor", "long_factor"}
+_LISTS: Final = {"short_factor", "long_factor", "mrope_section"}
 _INTEGERS: Final = {
     "max_position_embeddings",
     "original_max_position_embeddings",
@@ -40,7 +41,7 @@ _INTEGERS: Final = {
     "hidden_size",
     "num_attention_heads",
 }
-_BOOLEANS: Final = {"truncate"}
+_BOOLEANS: Final = {"truncate", "mrope_interleaved"}
 _KINDS: Final = {"rope_type", "type"}
 # names a problem lists from a config before "and N more": a config may hold any number
 _FEW: Final = 3
@@ -203,6 +204,11 @@ def rotary_query(
             query["original_max_position_embeddings"] = original
         elif query.get("original_max_position_embeddings") is None and mpe is not None:
             query["original_max_position_embeddings"] = mpe
+    sections = _field(rope, inner, "mrope_section")  # M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
+    if sections is not None:
+        query["mrope_section"] = ",".join(map(str, sections))
+        if _field(rope, inner, "mrope_interleaved"):
+            query["mrope_interleaved"] = True
     if mpe is not None:
         query["max_len"] = mpe
     return query

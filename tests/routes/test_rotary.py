@@ -849,10 +849,10 @@ def test_a_config_without_max_position_embeddings_needs_max_len(http: httpx.Clie
             id="rope_scaling-su",
         ),
         pytest.param(
-            {"head_dim": 8, "max_position_embeddings": 4, "rope_scaling": {"type": "mrope"}},
+            {"head_dim": 8, "max_position_embeddings": 4, "rope_scaling": {"type": "xpos"}},
             "rope_scaling.rope_type",
-            "'mrope'",
-            id="type-mrope",
+            "'xpos'",
+            id="type-xpos",
         ),
         pytest.param(
             {"head_dim": 8, "max_position_embeddings": 4, "rope_parameters": {"rope_type": "x"}},

@@ -1,0 +1,106 @@
+"""``POST /v1/encodings/rotary/positions``: cos and sin at posted position ids, ``(L,)`` or
+``(B, L)`` (the table's rows), and with M-RoPE ``(3, L)`` or ``(3, B, L)``: each pair at its
+axis's position, the sections in order (Qwen2-VL) or interleaved (Qwen3-VL)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+from numpy.typing import NDArray
+
+from service.app import create_app
+from service.settings import Settings
+from tests.support import assert_problem, in_process, npy_bytes
+
+ROTARY = "/v1/encodings/rotary"
+TABLE = "max_len=4096&head_dim=16&base=10000"
+NPY = {"content-type": "application/x-npy"}
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with in_process(create_app(Settings())) as client:
+        yield client
+
+
+def members(answer: httpx.Response) -> dict[str, NDArray[np.float32]]:
+    assert answer.status_code == 200, answer.text
+    with np.load(io.BytesIO(answer.content)) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+@pytest.fixture(scope="module")
+def table(http: httpx.Client) -> dict[str, NDArray[np.float32]]:
+    return members(http.get(f"{ROTARY}?{TABLE}&format=npz"))
+
+
+def test_one_axis_ids_are_the_tables_rows(
+    http: httpx.Client, table: dict[str, NDArray[np.float32]]
+) -> None:
+    ids = np.array([[5, 4095, 0], [7, 7, 1]])
+    got = members(
+        http.post(f"{ROTARY}/positions?{TABLE}&format=npz", content=npy_bytes(ids), headers=NPY)
+    )
+    for name in ("cos", "sin"):
+        assert got[name].shape == (2, 3, 16)
+        assert np.array_equal(got[name], table[name][ids])
+
+
+@pytest.mark.parametrize(
+    ("interleaved", "axes"),
+    [
+        (False, [0, 0, 1, 1, 1, 2, 2, 2]),  # sections in order: t t h h h w w w
+        (True, [0, 1, 2, 0, 1, 2, 0, 1]),  # Qwen3-VL: t h w t h w t h (h: k < 3*3, w: k < 3*3)
+    ],
+)
+def test_three_axis_ids_turn_each_pair_by_its_axis(
+    http: httpx.Client, table: dict[str, NDArray[np.float32]], interleaved: bool, axes: list[int]
+) -> None:
+    ids = np.array([[10, 200], [3, 40], [1000, 6]])  # (3, L): temporal, height, width
+    query = f"{TABLE}&mrope_section=2,3,3&mrope_interleaved={str(interleaved).lower()}&format=npz"
+    got = members(http.post(f"{ROTARY}/positions?{query}", content=npy_bytes(ids), headers=NPY))
+    for name in ("cos", "sin"):
+        first = np.stack([table[name][ids[axis], k] for k, axis in enumerate(axes)], axis=1)
+        assert np.array_equal(got[name], np.concatenate([first, first], axis=1))
+
+
+def test_m_rope_from_a_qwen2_vl_config(http: httpx.Client) -> None:
+    config = {
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+    }
+    answer = http.post(
+        f"{ROTARY}/from-config?format=json",
+        content=orjson.dumps(config),
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["mrope_section"] == [2, 3, 3]
+    assert "mrope_section=2%2C3%2C3" in answer.headers["content-location"]
+
+
+def test_m_rope_parameters_and_ids_are_checked(http: httpx.Client) -> None:
+    three = npy_bytes(np.zeros((3, 4), np.int64))
+    for query, words in [
+        (f"{TABLE}&mrope_section=2,3,2", "sums to 7"),
+        (f"{TABLE}&mrope_section=8", "three"),
+        (f"{TABLE}&mrope_interleaved=true", "mrope_section"),
+        (
+            TABLE,
+            "(L) or (B, L)",
+        ),  # three axes without M-RoPE: a (B, L) of 3 rows of 4? no: (3, 4) is (B, L)
+    ][:3]:
+        assert_problem(
+            http.post(f"{ROTARY}/positions?{query}", content=three, headers=NPY), 422, words
+        )
+    one = npy_bytes(np.zeros(4, np.int64))
+    refused = http.post(f"{ROTARY}/positions?{TABLE}&mrope_section=2,3,3", content=one, headers=NPY)
+    assert_problem(refused, 422, "(3, L) or (3, B, L)")
