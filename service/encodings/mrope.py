@@ -37,8 +37,12 @@ def check(sections: tuple[int, ...], pairs: int) -> None:
 
 def axes(key: RotaryKey) -> NDArray[np.intp]:
     """Each pair's axis: 0 temporal, 1 height, 2 width."""
-    sections, pairs = key.mrope_section, key.pairs
-    if not key.mrope_interleaved:
+    return pair_axes(key.mrope_section, key.mrope_interleaved, key.pairs)
+
+
+def pair_axes(sections: tuple[int, ...], interleaved: bool, pairs: int) -> NDArray[np.intp]:
+    """Each of ``pairs`` pairs' axis (0 temporal, 1 height, 2 width) by ``sections``."""
+    if not interleaved:
         return np.repeat(np.arange(AXES), sections).astype(np.intp)
     k = np.arange(pairs)
     chosen = np.zeros(pairs, dtype=np.intp)
@@ -53,6 +57,23 @@ def columns(key: RotaryKey, pairs: NDArray[np.bool_]) -> NDArray[np.intp]:
     members = (k, k + key.pairs) if key.convention == "half" else (2 * k, 2 * k + 1)
     cos = np.concatenate(members)
     return np.concatenate([cos, cos + key.rotary_dim]).astype(np.intp)
+
+
+def assemble(
+    chosen: NDArray[np.intp],
+    cos: NDArray[np.floating],
+    sin: NDArray[np.floating],
+    index: NDArray[np.intp],
+) -> tuple[NDArray[np.floating], NDArray[np.floating]]:
+    """Each pair's cos and sin, ``(..., pairs)``, at its axis's row: ``cos`` and ``sin`` are
+    rows ``(rows, pairs)``, ``index`` ``(3, ...)`` the rows of each axis, ``chosen`` each
+    pair's axis."""
+    out = cos[index[0]], sin[index[0]]
+    for axis in (1, 2):
+        where = chosen == axis
+        for half, values in zip(out, (cos, sin), strict=True):
+            half[..., where] = values[index[axis]][..., where]
+    return out
 
 
 def at(key: RotaryKey, ids: NDArray[np.int64]) -> Rows:

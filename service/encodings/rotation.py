@@ -19,6 +19,7 @@ from typing import Any, Final, NoReturn
 import numpy as np
 from numpy.typing import NDArray
 
+from service.encodings import mrope
 from service.encodings.additive import check_positions, compute_dtype
 from service.encodings.registry import DType
 from service.errors import InvalidInput, InvalidParameter
@@ -64,11 +65,20 @@ class Rotation:
     table's width), pairs as the convention says."""
 
     convention: str = "half"
+    # M-RoPE: the pairs each axis of three-axis position_ids turns (:mod:`.mrope`)
+    sections: tuple[int, ...] = ()
+    interleaved: bool = False
 
     def check(
         self, embeddings: NDArray[Any], position_ids: NDArray[Any] | None
     ) -> NDArray[np.int64] | None:
-        return check_batch(embeddings, position_ids)
+        if not self.sections or position_ids is None:
+            return check_batch(embeddings, position_ids)
+        check_batch(embeddings, None)
+        allowed: list[tuple[int, ...]] = [(mrope.AXES, embeddings.shape[-2])]
+        if embeddings.ndim > 2:
+            allowed.append((mrope.AXES, embeddings.shape[0], embeddings.shape[-2]))
+        return check_positions(position_ids, embeddings.shape, allowed)
 
     def dtype(self, embeddings: NDArray[Any]) -> DType:
         return compute_dtype(embeddings)
@@ -105,6 +115,13 @@ class Rotation:
         halves = [self._halves(part, r) for part in table]
         cos = np.concatenate([c for c, _ in halves]) if len(halves) > 1 else halves[0][0]
         sin = np.concatenate([s for _, s in halves]) if len(halves) > 1 else halves[0][1]
+        if self.sections:  # three axes: each pair's row of its axis, gathered once
+            chosen = mrope.pair_axes(self.sections, self.interleaved, r // 2)
+            cos, sin = mrope.assemble(chosen, cos, sin, index)
+            if cos.ndim == 2:
+                return [(0, length, cos, sin)], None
+            rows = np.arange(cos.shape[0] * length, dtype=np.intp).reshape(-1, length)
+            return [(0, length, cos.reshape(-1, r // 2), sin.reshape(-1, r // 2))], rows
         if index.ndim == 1:  # the same rows for every head
             return [(0, length, cos[index], sin[index])], None
         return [(0, length, cos, sin)], index

@@ -11,8 +11,8 @@ from service import handlers
 from service.encodings import mrope, rotary
 from service.encodings.rotation import Rotation
 from service.schemas.hf_config import FromConfigQuery, read_config, rotary_query
-from service.schemas.mrope import RopeQuery
-from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableDocument
+from service.schemas.mrope import RopeApplyQuery, RopeQuery
+from service.schemas.rotary import RotaryTableDocument
 from service.web import declared, openapi
 from service.web.deps import RuntimeDep
 from service.web.responses import apply_response
@@ -67,16 +67,17 @@ TABLE: Final = declared.Declared(
 @router.post(
     PATH + "/apply",
     operation_id="applyRotary",
-    summary="Queries or keys (..., L, head_dim) rotated by their positions' angles.",
+    summary="Queries or keys (..., L, head_dim) rotated by their positions' angles; with "
+    "M-RoPE, position_ids (3, L) or (3, B, L) turn each pair by its axis.",
     response_class=Response,
     openapi_extra={"requestBody": openapi.APPLY_BODY},
     responses=openapi.APPLY_RESPONSES,
 )
 async def apply(
-    query: Annotated[RotaryApplyHttpQuery, Query()], request: Request, runtime: RuntimeDep
+    query: Annotated[RopeApplyQuery, Query()], request: Request, runtime: RuntimeDep
 ) -> Response:
     """Queries or keys (..., L, head_dim) rotated by their positions' angles."""
-    kernel = Rotation(query.convention)
+    kernel = Rotation(query.convention, query.sections(), query.mrope_interleaved)
     return await apply_response(
         request,
         runtime,

@@ -1,5 +1,5 @@
-"""The rotary table's parameters with M-RoPE's (``mrope_section``, ``mrope_interleaved``):
-the ``GET``, from-config and ``POST .../positions`` of the rotary family take these. The
+"""The rotary parameters with M-RoPE's (``mrope_section``, ``mrope_interleaved``): the
+``GET``, from-config, ``POST .../positions`` and apply of the rotary family take these. The
 table by rows is the plain one; rows at three-axis position ids turn each pair by its axis
 (:mod:`service.encodings.mrope`)."""
 
@@ -8,16 +8,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from service.encodings import mrope
+from service.encodings.registry import DType
 from service.encodings.rotary import RotaryKey
 from service.errors import InvalidParameter
-from service.schemas.rotary import RotaryTableQuery
+from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableQuery
 
 
-class RopeQuery(RotaryTableQuery):
-    """Which rotary table (and, for position ids of three axes, which pairs each turns)."""
+class MropeFields(BaseModel):
+    """Which pairs each axis of three-axis position ids turns."""
 
     mrope_section: str | None = Field(
         None,
@@ -42,15 +43,22 @@ class RopeQuery(RotaryTableQuery):
                 "mrope_section", "must be three integers, comma-separated"
             ) from None
 
-    def key(self) -> RotaryKey:
+    def sectioned(self, key: RotaryKey) -> RotaryKey:
+        """``key`` with the sections, checked against its pairs."""
         sections = self.sections()
-        key = super().key()
         if not sections:
             return key
         mrope.check(sections, key.pairs)
         return dataclasses.replace(
             key, mrope_section=sections, mrope_interleaved=self.mrope_interleaved
         )
+
+
+class RopeQuery(MropeFields, RotaryTableQuery):
+    """Which rotary table (and, for position ids of three axes, which pairs each turns)."""
+
+    def key(self) -> RotaryKey:
+        return self.sectioned(super().key())
 
     def describe(self, key: RotaryKey) -> dict[str, Any]:
         """The table's fields; M-RoPE's where given."""
@@ -61,3 +69,11 @@ class RopeQuery(RotaryTableQuery):
                 "mrope_interleaved": key.mrope_interleaved,
             }
         return fields
+
+
+class RopeApplyQuery(MropeFields, RotaryApplyHttpQuery):
+    """How to rotate a posted batch; with M-RoPE, position_ids of three axes ``(3, L)`` or
+    ``(3, B, L)``."""
+
+    def key(self, head_dim: int, dtype: DType) -> RotaryKey:
+        return self.sectioned(super().key(head_dim, dtype))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import numpy as np
@@ -15,7 +16,7 @@ from numpy.typing import NDArray
 
 from service.app import create_app
 from service.settings import Settings
-from tests.support import assert_problem, in_process, npy_bytes
+from tests.support import assert_problem, in_process, npy_bytes, npz_bytes
 
 ROTARY = "/v1/encodings/rotary"
 TABLE = "max_len=4096&head_dim=16&base=10000"
@@ -93,14 +94,60 @@ def test_m_rope_parameters_and_ids_are_checked(http: httpx.Client) -> None:
         (f"{TABLE}&mrope_section=2,3,2", "sums to 7"),
         (f"{TABLE}&mrope_section=8", "three"),
         (f"{TABLE}&mrope_interleaved=true", "mrope_section"),
-        (
-            TABLE,
-            "(L) or (B, L)",
-        ),  # three axes without M-RoPE: a (B, L) of 3 rows of 4? no: (3, 4) is (B, L)
-    ][:3]:
+    ]:
         assert_problem(
             http.post(f"{ROTARY}/positions?{query}", content=three, headers=NPY), 422, words
         )
     one = npy_bytes(np.zeros(4, np.int64))
     refused = http.post(f"{ROTARY}/positions?{TABLE}&mrope_section=2,3,3", content=one, headers=NPY)
     assert_problem(refused, 422, "(3, L) or (3, B, L)")
+
+
+def rotated(x: NDArray[np.float32], cos: NDArray[np.float32], sin: NDArray[np.float32]) -> Any:
+    """Hugging Face's ``x * cos + rotate_half(x) * sin``, cos and sin broadcast over heads."""
+    half = x.shape[-1] // 2
+    turned = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos + turned * sin
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_apply_turns_each_pair_by_its_axis(
+    http: httpx.Client, batched: bool, interleaved: bool
+) -> None:
+    rng = np.random.default_rng(7)
+    sections = "mrope_section=2,3,3&mrope_interleaved=" + str(interleaved).lower()
+    shape = (2, 3, 5, 16) if batched else (3, 5, 16)  # (B, heads, L, head_dim) or (heads, L, d)
+    x = rng.standard_normal(shape).astype(np.float32)
+    ids = rng.integers(0, 4096, (3, 2, 5) if batched else (3, 5))
+    at = http.post(
+        f"{ROTARY}/positions?{TABLE}&{sections}&format=npz", content=npy_bytes(ids), headers=NPY
+    )
+    rows = members(at)
+    cos, sin = (rows[name][:, None] if batched else rows[name] for name in ("cos", "sin"))
+    answer = http.post(
+        f"{ROTARY}/apply?base=10000&{sections}&format=npy",
+        content=npz_bytes(embeddings=x, position_ids=ids),
+        headers={"content-type": "application/x-npz"},
+    )
+    assert answer.status_code == 200, answer.text
+    got = np.load(io.BytesIO(answer.content))
+    assert np.allclose(got, rotated(x, cos, sin), rtol=0, atol=2e-6)
+    assert answer.headers["x-positions"] == "position_ids"
+
+
+def test_apply_with_m_rope_takes_three_axis_ids_only(http: httpx.Client) -> None:
+    x = np.zeros((3, 4, 16), np.float32)
+    for ids in (np.zeros(4, np.int64), np.zeros((2, 4), np.int64), np.zeros((3, 2, 4), np.int64)):
+        answer = http.post(
+            f"{ROTARY}/apply?mrope_section=2,3,3",
+            content=npz_bytes(embeddings=x, position_ids=ids),
+            headers={"content-type": "application/x-npz"},
+        )
+        assert_problem(answer, 422, "position_ids", "(3, 4)")
+    plain = http.post(
+        f"{ROTARY}/apply?mrope_section=2,3,3&format=npy",
+        content=npz_bytes(embeddings=x),
+        headers={"content-type": "application/x-npz"},
+    )
+    assert plain.status_code == 200, plain.text  # no ids: positions 0.., every axis alike
