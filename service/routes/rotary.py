@@ -10,7 +10,8 @@ from fastapi import APIRouter, Query, Request, Response
 from service import handlers
 from service.encodings import mrope, rotary
 from service.encodings.rotation import Rotation
-from service.schemas.hf_config import FromConfigQuery, read_config, rotary_query
+from service.schemas.hf_config import read_config
+from service.schemas.hf_layers import FromConfigQuery, rotary_query
 from service.schemas.mrope import RopeApplyQuery, RopeQuery
 from service.schemas.rotary import RotaryTableDocument
 from service.web import declared, openapi
@@ -50,9 +51,10 @@ TABLE: Final = declared.Declared(
         operation_id="getRotaryTableFromConfig",
         body="The model's config.json (rope_theta, rope_scaling or rope_parameters, head_dim "
         "or hidden_size / num_attention_heads, partial_rotary_factor, "
-        "max_position_embeddings).",
+        "max_position_embeddings; in text_config where it nests one; rope_parameters per "
+        "layer type with layer_types). X-Config-Fields names the fields read.",
         missing={"max_len": "the config has no max_position_embeddings: give max_len"},
-        reading=("head_dim_key",),
+        reading=("head_dim_key", "layer_type"),
     ),
     positions=declared.Positions(
         summary="cos and sin at posted position ids: (L,) or (B, L); (3, L) or (3, B, L) "

@@ -3,6 +3,8 @@ documents that are not a family's (problems, status, the cache, apply's JSON).""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -11,6 +13,17 @@ from pydantic_core import PydanticCustomError
 from service.codecs import raw
 from service.encodings.registry import DType
 from service.errors import InvalidParameter
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """What a posted document (a model's ``config.json``) says: the ``GET`` parameters of
+    its table (``tables[""]``), or of each of its kinds of layer by name; which kind each
+    layer is, where it says; and the paths of the fields read."""
+
+    tables: Mapping[str, dict[str, Any]]
+    layers: list[str] | None = None
+    fields: tuple[str, ...] = ()
 
 
 def unshown(default: Any) -> Any:

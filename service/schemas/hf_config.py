@@ -11,13 +11,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
-from service.codecs.types import Format
-from service.encodings import rotary, scalings
-from service.encodings.registry import DType, Rounding
+from service.encodings import scalings
 from service.errors import InvalidInput, MalformedBody
-from service.settings import POSITION_CEILING
 from service.text import shown
 
 # rope_type as configs spell it -> the service's scaling
@@ -40,36 +36,14 @@ _INTEGERS: Final = {
     "qk_rope_head_dim",
     "hidden_size",
     "num_attention_heads",
+    "num_hidden_layers",
+    "global_head_dim",
+    "sliding_window_pattern",
 }
 _BOOLEANS: Final = {"truncate", "mrope_interleaved"}
 _KINDS: Final = {"rope_type", "type"}
 # names a problem lists from a config before "and N more": a config may hold any number
 _FEW: Final = 3
-
-
-class FromConfigQuery(BaseModel):
-    """What a config does not say: which rows, in what form (overriding the config)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_len: int | None = Field(
-        None, ge=1, le=POSITION_CEILING + 1, description="Default: max_position_embeddings."
-    )
-    start: int = Field(0, ge=0, description="First position returned.")
-    stop: int | None = Field(None, ge=1, description="Position after the last; default max_len.")
-    convention: rotary.Convention = Field(
-        "half", description="As for tables (the config's models use half)."
-    )
-    rounding: Rounding = Field("library", description="As for tables.")
-    dtype: DType = Field("float32", description="As for tables.")
-    format: Format | None = Field(None, description="As for tables.")
-    head_dim_key: str | None = Field(
-        None,
-        max_length=64,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="The config field that holds the head's width, as transformers' "
-        "head_dim_key (Gemma 4's full-attention layers: global_head_dim); default head_dim.",
-    )
 
 
 def _is_number(value: Any) -> bool:
@@ -101,54 +75,85 @@ def _typed(where: str, name: str, value: Any) -> Any:
     return value
 
 
-def _field(config: Mapping[str, Any], where: str, name: str) -> Any:
-    value = config.get(name)
-    return None if value is None else _typed(f"{where}{name}", name, value)
+class Reader:
+    """A config's object as read: each field's type checked (:func:`_typed`), and the path
+    of each field read (``text_config.rope_parameters.rope_theta``) kept in ``read``,
+    shared with the readers of the objects inside it."""
+
+    def __init__(self, values: Mapping[str, Any], path: str = "", read: list[str] | None = None):
+        self.values, self.path = values, path
+        self.read: list[str] = [] if read is None else read
+
+    def get(self, name: str) -> Any:
+        value = self.values.get(name)
+        if value is None:
+            return None
+        where = self.path + name
+        if where not in self.read:
+            self.read.append(where)
+        return _typed(where, name, value)
+
+    def object(self, name: str) -> Reader | None:
+        """The object ``name`` holds, or None; anything else there is refused."""
+        value = self.values.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise InvalidInput(self.path + name, "must be an object")
+        return Reader(value, f"{self.path}{name}.", self.read)
+
+    def within(self, values: Mapping[str, Any], name: str) -> Reader:
+        """A reader of ``values``, which the config holds at ``name`` (or which stand for it)."""
+        return Reader(values, f"{self.path}{name}.", self.read)
 
 
-def _listed(names: list[str]) -> str:
+def listed(names: list[str]) -> str:
     """The first few of a config's ``names``, each cut short, to quote in a message."""
     listed = ", ".join(shown(name) for name in names[:_FEW])
     more = len(names) - _FEW
     return f"{listed} and {more:,} more" if more > 0 else listed
 
 
-def _rope_dict(config: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+def rope_of(config: Reader) -> Reader:
+    """The config's rope parameters (``rope_parameters``, else ``rope_scaling``) of one set:
+    parameters per layer type are :mod:`service.schemas.hf_layers`' to choose from."""
     for name in ("rope_parameters", "rope_scaling"):
-        value = config.get(name)
-        if value is None:
+        rope = config.object(name)
+        if rope is None:
             continue
-        if not isinstance(value, Mapping):
-            raise InvalidInput(name, "must be an object")
-        nested = [key for key, item in value.items() if isinstance(item, Mapping)]
-        if nested and not _KINDS & value.keys():
+        nested = [key for key, item in rope.values.items() if isinstance(item, Mapping)]
+        if nested and not _KINDS & rope.values.keys():
             raise InvalidInput(
-                name,
-                f"holds parameters per layer type ({_listed(nested)}): post one layer "
-                "type's parameters as rope_parameters",
+                rope.path[:-1],
+                f"holds parameters per layer type ({listed(nested)}) without layer_types",
             )
-        return name, value
-    return "rope_parameters", {}
+        return rope
+    return config.within({}, "rope_parameters")
 
 
-def _head_dim(config: Mapping[str, Any], key: str | None = None) -> int:
-    if key is not None:  # the field the request names, else hidden_size / heads, as HF does
-        head_dim: Any = config.get(key)
+def head_dim_of(config: Reader, key: str | None = None) -> int:
+    """The head's width: the field ``key`` names, else ``qk_rope_head_dim`` (DeepSeek's
+    rotary part of a head, which transformers takes as head_dim) or ``head_dim``, else
+    ``hidden_size / num_attention_heads``, as transformers reads them."""
+    if key is not None:
+        head_dim: Any = config.values.get(key)
         if head_dim is not None and (isinstance(head_dim, bool) or not isinstance(head_dim, int)):
-            raise InvalidInput(key, "must be an integer (head_dim_key names it)")
+            raise InvalidInput(config.path + key, "must be an integer (head_dim_key names it)")
+        if head_dim is not None:
+            config.read.append(config.path + key)
     else:
-        # DeepSeek's rotary part of a head is its own width (transformers sets head_dim to it)
-        head_dim = _field(config, "", "qk_rope_head_dim") or _field(config, "", "head_dim")
+        head_dim = config.get("qk_rope_head_dim") or config.get("head_dim")
     if head_dim is None:
-        hidden = _field(config, "", "hidden_size")
-        heads = _field(config, "", "num_attention_heads")
+        hidden = config.get("hidden_size")
+        heads = config.get("num_attention_heads")
         if hidden is None or not heads:
             raise InvalidInput(
-                "head_dim", "the config needs head_dim, or hidden_size and num_attention_heads"
+                config.path + "head_dim",
+                "the config needs head_dim, or hidden_size and num_attention_heads",
             )
         head_dim = hidden // heads
     if head_dim < 1:
-        raise InvalidInput("head_dim", "must be a positive integer")
+        raise InvalidInput(config.path + "head_dim", "must be a positive integer")
     return int(head_dim)
 
 
@@ -156,42 +161,36 @@ def _first(*values: Any) -> Any:
     return next((value for value in values if value is not None), None)
 
 
-def rotary_query(
-    config: Mapping[str, Any], asked: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The parameters of the model's rotary table, as ``GET /v1/encodings/rotary`` names
-    them (``max_len`` is the config's ``max_position_embeddings`` when it has one). A
-    ``rope_type`` the service does not know, or a field of the wrong type, is an
-    :class:`InvalidInput` naming it."""
-    where, rope = _rope_dict(config)
-    inner = f"{where}."
-    rope_type = _first(_field(rope, inner, "rope_type"), _field(rope, inner, "type"), "default")
+def table_query(config: Reader, rope: Reader, head_dim: int) -> dict[str, Any]:
+    """The parameters of one rotary table, as ``GET /v1/encodings/rotary`` names them
+    (``max_len`` is the config's ``max_position_embeddings`` when it has one), from the
+    text model's ``config`` and one set of its ``rope`` parameters. A ``rope_type`` the
+    service does not know, or a field of the wrong type, is an :class:`InvalidInput`
+    naming it."""
+    rope_type = _first(rope.get("rope_type"), rope.get("type"), "default")
     if rope_type not in ROPE_TYPES:
         known = ", ".join(ROPE_TYPES)
         raise InvalidInput(
-            f"{where}.rope_type", f"{shown(rope_type)!r} is not a known rope_type ({known})"
+            f"{rope.path}rope_type", f"{shown(rope_type)!r} is not a known rope_type ({known})"
         )
     scaling = ROPE_TYPES[rope_type]
-    mpe = _field(config, "", "max_position_embeddings")
+    mpe = config.get("max_position_embeddings")
     query: dict[str, Any] = {
-        "head_dim": _head_dim(config, (asked or {}).get("head_dim_key")),
+        "head_dim": head_dim,
         "base": _first(
-            _field(rope, inner, "rope_theta"),
-            _field(config, "", "rope_theta"),
-            _field(config, "", "rotary_emb_base"),
-            10000.0,
+            rope.get("rope_theta"), config.get("rope_theta"), config.get("rotary_emb_base"), 10000.0
         ),
         "partial_rotary_factor": _first(
-            _field(rope, inner, "partial_rotary_factor"),
-            _field(config, "", "partial_rotary_factor"),
-            _field(config, "", "rotary_pct"),
+            rope.get("partial_rotary_factor"),
+            config.get("partial_rotary_factor"),
+            config.get("rotary_pct"),
             1.0,
         ),
         "scaling": scaling,
     }
     takes = scalings.PARAMETERS[scaling]
     for name in takes:
-        value = _field(rope, inner, name)
+        value = rope.get(name)
         if value is not None:
             query[name] = ",".join(map(str, value)) if name in _LISTS else value
     if "max_position_embeddings" in takes and mpe is not None:
@@ -199,15 +198,15 @@ def rotary_query(
     if "original_max_position_embeddings" in takes:
         # as transformers' standardize_rope_params: a top-level value wins (Phi-3 keeps the
         # pretraining length there), then the rope dict's, then max_position_embeddings
-        original = _field(config, "", "original_max_position_embeddings")
+        original = config.get("original_max_position_embeddings")
         if original is not None:
             query["original_max_position_embeddings"] = original
         elif query.get("original_max_position_embeddings") is None and mpe is not None:
             query["original_max_position_embeddings"] = mpe
-    sections = _field(rope, inner, "mrope_section")  # M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
+    sections = rope.get("mrope_section")  # M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
     if sections is not None:
         query["mrope_section"] = ",".join(map(str, sections))
-        if _field(rope, inner, "mrope_interleaved"):
+        if rope.get("mrope_interleaved"):
             query["mrope_interleaved"] = True
     if mpe is not None:
         query["max_len"] = mpe

@@ -16,6 +16,7 @@ from service.encodings.registry import Family, Key, Rows
 from service.handlers import Block
 from service.limits import Limits
 from service.runtime import Runtime
+from service.schemas.common import Read
 
 Q = TypeVar("Q", bound=BaseModel)
 K = TypeVar("K", bound=Key)
@@ -25,11 +26,12 @@ K = TypeVar("K", bound=Key)
 class FromDocument:
     """A key from a posted document (a model's ``config.json``): ``read`` parses and checks
     its bytes (in a worker thread), ``fields`` turns what it read into the ``GET``'s
-    parameters, which the request's own (``query``: what the document does not say)
+    parameters (or a :class:`Read`: several tables, one per kind of layer, and the
+    fields read), which the request's own (``query``: what the document does not say)
     override; ``missing`` says what to give for a required parameter found in neither."""
 
     read: Callable[[bytes | bytearray], dict[str, Any]]
-    fields: Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any]]
+    fields: Callable[[dict[str, Any], Mapping[str, Any]], dict[str, Any] | Read]
     query: type[BaseModel]
     summary: str
     operation_id: str

@@ -23,7 +23,8 @@ from service.encodings import registry
 from service.encodings.registry import Key
 from service.errors import InvalidParameter
 from service.runtime import Runtime
-from service.web import openapi, positions
+from service.schemas.common import Read
+from service.web import layered, openapi, positions
 from service.web.declared import Declared, FromDocument, K, Q
 from service.web.deps import endpoint
 from service.web.documents import located, posted_document
@@ -91,10 +92,13 @@ def _from_document(
 ) -> None:
     async def post(query: Any, request: Request, runtime: Runtime) -> Response:
         asked = query.model_dump(exclude_none=True)
-        given = spec.fields(await posted_document(request, runtime, spec.read), asked)
+        got = spec.fields(await posted_document(request, runtime, spec.read), asked)
+        read = got if isinstance(got, Read) else Read({"": got})
         for name in spec.reading:
             asked.pop(name, None)
-        given.update(asked)
+        if "" not in read.tables:  # one table per kind of layer
+            return await layered.response(request, runtime, declared, spec, read, asked)
+        given = {**read.tables[""], **asked}
         for name, message in spec.missing.items():
             if name not in given:
                 raise InvalidParameter(name, message)
@@ -105,6 +109,7 @@ def _from_document(
         location = f"{declared.resource}?{urllib.parse.urlencode(given)}"
         if len(location) <= _MAX_LOCATION:
             response.headers["content-location"] = location
+        response.headers.update(layered.said(read))
         return response
 
     body = {"application/json": {"schema": {"type": "object"}}}

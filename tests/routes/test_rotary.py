@@ -881,20 +881,6 @@ def test_an_unknown_rope_type_is_named(
     assert [error["name"] for error in document["errors"]] == [name]
 
 
-def test_per_layer_rope_parameters_are_refused(http: httpx.Client) -> None:
-    """transformers 5 models with several attention types nest one dict per type."""
-    config = {
-        "head_dim": 8,
-        "max_position_embeddings": 4,
-        "rope_parameters": {
-            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
-            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-        },
-    }
-    document = assert_problem(post_config(http, config), 422, "full_attention", "layer")
-    assert [error["name"] for error in document["errors"]] == ["rope_parameters"]
-
-
 def test_a_problem_quotes_a_configs_names_cut_short(http: httpx.Client) -> None:
     """A 900 KB config of layer types was quoted whole: a 1.08 MB problem (issue 23)."""
     layers = {f"{k:05d}" + "x" * 200: {"rope_type": "default"} for k in range(4_000)}

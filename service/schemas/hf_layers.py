@@ -1,0 +1,208 @@
+"""From-config's query (:class:`FromConfigQuery`), and a model's ``config.json`` as the
+rotary tables of its text model, read as transformers 5.23 reads it:
+
+- a multimodal config's text model is its ``text_config`` (Qwen2.5-VL, Qwen3-VL, Gemma 3,
+  Llama 4), where it nests one; else the config itself (Qwen2-VL's flat configs);
+- rope parameters per layer type (``modeling_rope_utils.RotaryEmbeddingConfigMixin``:
+  ``rope_parameters`` keyed by layer type, ``layer_types`` naming each layer's), and Gemma
+  3's older fields (``models/gemma3/configuration_gemma3.py``,
+  ``Gemma3TextConfig.convert_rope_params_to_dict``: ``rope_theta`` and ``rope_scaling`` for
+  ``full_attention``, ``rope_local_base_freq`` for ``sliding_attention``, defaults 1e6 and
+  1e4; a ``rope_scaling`` without ``rope_type`` is lost there, so here too; and
+  ``__post_init__``: without ``layer_types``, layer ``i`` is ``full_attention`` where
+  ``(i + 1) % sliding_window_pattern == 0``, the pattern 6 by default);
+- Gemma 4's full-attention layers have a head of ``global_head_dim`` (512 by default:
+  ``models/gemma4/configuration_gemma4.py``, ``Gemma4TextConfig.__post_init__``, whose
+  last layer is always ``full_attention``).
+
+What it read is each field's path (``text_config.rope_parameters.full_attention.factor``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.codecs.types import Format
+from service.encodings import rotary
+from service.encodings.registry import DType, Rounding
+from service.errors import InvalidInput, InvalidParameter
+from service.schemas.common import Read
+from service.schemas.hf_config import Reader, head_dim_of, listed, rope_of, table_query
+from service.settings import POSITION_CEILING
+from service.text import shown
+
+GEMMA3: Final = frozenset({"gemma3", "gemma3_text"})
+GEMMA4: Final = frozenset({"gemma4", "gemma4_text"})
+_GEMMA_PATTERN: Final = 6  # Gemma's default sliding_window_pattern: five sliding layers to one full
+_GEMMA4_GLOBAL_HEAD_DIM: Final = 512
+_GEMMA3_THETA: Final = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
+_KINDS: Final = {"rope_type", "type"}
+
+
+class FromConfigQuery(BaseModel):
+    """What a config does not say: which rows, in what form (overriding the config)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_len: int | None = Field(
+        None, ge=1, le=POSITION_CEILING + 1, description="Default: max_position_embeddings."
+    )
+    start: int = Field(0, ge=0, description="First position returned.")
+    stop: int | None = Field(None, ge=1, description="Position after the last; default max_len.")
+    convention: rotary.Convention = Field(
+        "half", description="As for tables (the config's models use half)."
+    )
+    rounding: Rounding = Field("library", description="As for tables.")
+    dtype: DType = Field("float32", description="As for tables.")
+    format: Format | None = Field(None, description="As for tables.")
+    head_dim_key: str | None = Field(
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The config field that holds the head's width, as transformers' "
+        "head_dim_key; default head_dim (and for Gemma 4's full_attention layers, as its "
+        "config reads them, global_head_dim).",
+    )
+    layer_type: str | None = Field(
+        None,
+        max_length=64,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Where the config's rope parameters are per layer type (Gemma 3, Gemma 4): "
+        "that type's table (sliding_attention, full_attention). Without it such a config "
+        "answers every type's tables (json, npz or safetensors) and which layers use which.",
+    )
+
+
+# far more layers than any model has; a list this long costs the server little
+MAX_LAYERS: Final = 1 << 16
+# kinds of layer a config may give parameters for: models have two or three; each is a table
+MAX_TYPES: Final = 16
+
+
+def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
+    """The rotary tables of the config's text model: one, or one per layer type (only
+    ``asked["layer_type"]``'s where given), with which layers use which type."""
+    top = Reader(config)
+    text = top.object("text_config") or top
+    model_type = text.values.get("model_type") or config.get("model_type")
+    per_type = _per_type(text, model_type)
+    key, chosen = asked.get("head_dim_key"), asked.get("layer_type")
+    if per_type is None:
+        if chosen is not None:
+            raise InvalidParameter(
+                "layer_type", "the config has one set of rope parameters, not one per layer type"
+            )
+        query = table_query(text, rope_of(text), head_dim_of(text, key))
+        return Read({"": query}, fields=tuple(text.read))
+    layers = _layer_types(text, model_type, per_type)
+    if chosen is not None and chosen not in per_type:
+        raise InvalidParameter(
+            "layer_type",
+            f"{shown(chosen)!r} is not one of the config's layer types ({listed(list(per_type))})",
+        )
+    names = list(per_type) if chosen is None else [chosen]
+    tables = {
+        name: table_query(text, per_type[name], _head_dim(text, name, model_type, key))
+        for name in names
+    }
+    if chosen is not None:
+        return Read({"": tables[chosen]}, layers, tuple(text.read))
+    return Read(tables, layers, tuple(text.read))
+
+
+def _per_type(text: Reader, model_type: Any) -> dict[str, Reader] | None:
+    """Each layer type's rope parameters, or None for a config of one set."""
+    legacy = model_type in GEMMA3 or "rope_local_base_freq" in text.values
+    if legacy and text.values.get("rope_parameters") is None:
+        return _gemma3(text)
+    for name in ("rope_parameters", "rope_scaling"):
+        rope = text.object(name)
+        if rope is None:
+            continue
+        nested = [key for key, item in rope.values.items() if isinstance(item, Mapping)]
+        if not nested or _KINDS & rope.values.keys():
+            return None
+        if len(nested) > MAX_TYPES:
+            raise InvalidInput(
+                rope.path[:-1],
+                f"holds parameters for {len(nested):,} layer types ({listed(nested)}): at "
+                f"most {MAX_TYPES} are read, each a table",
+            )
+        if len(nested) < len(rope.values):
+            loose = [key for key in rope.values if key not in nested]
+            raise InvalidInput(
+                rope.path[:-1],
+                f"holds parameters per layer type and loose fields ({listed(loose)}): "
+                "each layer type's parameters are an object",
+            )
+        return {key: rope.object(key) or rope for key in nested}
+    return None
+
+
+def _gemma3(text: Reader) -> dict[str, Reader]:
+    """Gemma 3's fields before transformers 5: per layer type, as its config converts them."""
+    full: dict[str, Any] = {"rope_type": "default"}
+    scaling = text.object("rope_scaling")
+    if scaling is not None:
+        full |= {name: scaling.get(name) for name in scaling.values}
+    full.setdefault("rope_theta", text.get("rope_theta") or _GEMMA3_THETA["full_attention"])
+    sliding = {
+        "rope_type": "default",
+        "rope_theta": text.get("rope_local_base_freq") or _GEMMA3_THETA["sliding_attention"],
+    }
+    # what they were read from is recorded already: these stand for the converted parameters
+    return {
+        "full_attention": Reader(full, "rope_parameters.full_attention.", []),
+        "sliding_attention": Reader(sliding, "rope_parameters.sliding_attention.", []),
+    }
+
+
+def _layer_types(text: Reader, model_type: Any, types: Mapping[str, Reader]) -> list[str] | None:
+    """Each layer's type: ``layer_types``, else Gemma's pattern; None where neither says."""
+    given = text.values.get("layer_types")
+    if given is not None:
+        if not (isinstance(given, list) and all(isinstance(name, str) for name in given)):
+            raise InvalidInput(f"{text.path}layer_types", "must be a list of layer type names")
+        text.read.append(f"{text.path}layer_types")
+        layers = list(given)
+    else:
+        gemma = model_type in GEMMA3 | GEMMA4
+        pattern = text.get("sliding_window_pattern") or (_GEMMA_PATTERN if gemma else None)
+        count = text.get("num_hidden_layers")
+        if pattern is None or count is None:
+            return None
+        if pattern < 1 or not 0 <= count <= MAX_LAYERS:
+            raise InvalidInput(
+                f"{text.path}num_hidden_layers" if pattern >= 1 else "sliding_window_pattern",
+                f"must be from 0 to {MAX_LAYERS:,}" if pattern >= 1 else "must be positive",
+            )
+        layers = [
+            "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(count)
+        ]
+    if len(layers) > MAX_LAYERS:
+        raise InvalidInput(f"{text.path}layer_types", f"names more than {MAX_LAYERS:,} layers")
+    if model_type in GEMMA4 and layers:
+        layers[-1] = "full_attention"
+    unknown = [name for name in dict.fromkeys(layers) if name not in types]
+    if unknown:
+        raise InvalidInput(
+            f"{text.path}layer_types",
+            f"names layer types with no rope parameters ({listed(unknown)})",
+        )
+    return layers
+
+
+def _head_dim(text: Reader, name: str, model_type: Any, key: str | None) -> int:
+    """A layer type's head width: Gemma 4's full-attention heads are ``global_head_dim``."""
+    if key is None and name == "full_attention":
+        wider = text.get("global_head_dim")
+        if wider is None and model_type in GEMMA4:
+            wider = _GEMMA4_GLOBAL_HEAD_DIM
+        if wider is not None:
+            if wider < 1:
+                raise InvalidInput(f"{text.path}global_head_dim", "must be a positive integer")
+            return int(wider)
+    return head_dim_of(text, key)

@@ -1,0 +1,134 @@
+"""The answer of a document that makes several tables (a model whose rope parameters are
+per layer type: Gemma 3, Gemma 4): every table, each named by its kind of layer, with which
+layer is which kind. JSON ``{"layer_types": [...], "config_fields": [...], "tables":
+{NAME: {the table's fields, its arrays, "location": its GET}}}``; ``npz`` and safetensors
+members ``NAME/cos``, ``NAME/sin`` (a row's named arrays; ``NAME/data`` for one), the
+safetensors' ``__metadata__`` holding ``layer_types`` and each table's fields. ``npy`` and
+``raw`` hold one array: a request names one kind (``layer_type``) for them."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+from fastapi import Request, Response
+
+from service import codecs, handlers
+from service.codecs.types import MEDIA_TYPES, Encoded, Format, Parts
+from service.encodings import registry
+from service.errors import InvalidParameter
+from service.runtime import Runtime
+from service.schemas.common import Read
+from service.web.declared import Declared, FromDocument
+from service.web.disconnect import unless_gone
+from service.web.documents import located
+from service.web.negotiation import accepts_gzip, combined, negotiate
+from service.web.responses import respond
+
+OFFERED: Final[tuple[Format, ...]] = ("json", "npz", "safetensors")
+# a header that would be longer is left out (the JSON answer holds the same)
+MAX_HEADER: Final = 8192
+
+
+def listed(names: list[str] | tuple[str, ...]) -> str | None:
+    """``names`` as a header's comma-separated list, each quoted where it must be; None when
+    that would pass ``MAX_HEADER``."""
+    text = ", ".join(urllib.parse.quote(name, safe="._-/[]") for name in names)
+    return text if len(text) <= MAX_HEADER else None
+
+
+def said(read: Read) -> dict[str, str]:
+    """The headers that say what a document's answer read: its fields, its layers' kinds."""
+    headers = {}
+    for header, names in (("x-config-fields", read.fields), ("x-layer-types", read.layers)):
+        text = listed(names) if names else None
+        if text is not None:
+            headers[header] = text
+    return headers
+
+
+async def response(
+    request: Request,
+    runtime: Runtime,
+    declared: Declared[Any, Any],
+    spec: FromDocument,
+    read: Read,
+    asked: Mapping[str, Any],
+) -> Response:
+    """Every table ``read`` names, the request's parameters (``asked``) over each's."""
+    raw = request.scope["headers"]
+    fmt = asked.get("format")
+    if fmt is not None and fmt not in OFFERED:
+        raise InvalidParameter(
+            "format",
+            f"{fmt} holds one table; the config makes one per layer type "
+            f"({', '.join(read.tables)}): give layer_type, or ask for json, npz or safetensors",
+        )
+    chosen: Format = fmt or negotiate(combined(raw, b"accept"), OFFERED)
+    blocks, described, elements, nbytes = {}, {}, 0, 0
+    for name, fields in read.tables.items():
+        given = {**fields, **asked}
+        for field, message in spec.missing.items():
+            if field not in given:
+                raise InvalidParameter(field, f"{message} ({name})")
+        with located(asked):
+            query = declared.query.model_validate(given)
+            key = await declared.key_of(runtime, query)
+        block = declared.block(query, key)
+        handlers.check_table(runtime.limits, block, chosen, declared.width_name)
+        elements += block.elements
+        nbytes += (block.stop - block.start) * registry.row_bytes(key)
+        location = f"{declared.resource}?{urllib.parse.urlencode(given)}"
+        blocks[name] = block
+        described[name] = {**declared.describe(query, key), "location": location}
+    runtime.limits.rows(elements, 1, "the numbers of every layer type's table")
+    if codecs.textual(chosen):
+        runtime.limits.json_answer(elements, hint="ask for format=npz or give layer_type")
+    gzip = codecs.textual(chosen) and accepts_gzip(combined(raw, b"accept-encoding"))
+
+    async def produce() -> Encoded:
+        arrays = {}
+        for name, block in blocks.items():
+            parts = await handlers.rows(runtime, block.key, block.start, block.stop)
+            sliced = [part[:, block.dim_start : block.dim_stop] for part in parts]
+            named = registry.split(block.key, sliced) if registry.arrays(block.key) else None
+            arrays[name] = named or {"data": sliced}
+        work = _encoder(chosen, read, described, arrays, gzip)
+        return await handlers.encoded(runtime, chosen, elements, nbytes, work)
+
+    large = nbytes > handlers.LARGE_ANSWER_BYTES
+    answer = await unless_gone(request, lambda: handlers.holding_permit(runtime, large, produce))
+    headers = {"cache-control": "no-store", **said(read)}
+    if fmt is None:
+        headers["vary"] = "Accept"
+    return respond(runtime, answer, headers)
+
+
+def _encoder(
+    fmt: Format,
+    read: Read,
+    described: Mapping[str, Mapping[str, Any]],
+    arrays: Mapping[str, Mapping[str, Parts]],
+    gzip: bool,
+) -> Any:
+    def encode() -> Encoded:
+        if fmt == "json":
+            tables = {
+                name: orjson.Fragment(codecs.encode_named("json", described[name], named)[1])
+                for name, named in arrays.items()
+            }
+            document = {"layer_types": read.layers, "config_fields": list(read.fields)}
+            body = orjson.dumps({**document, "tables": tables})
+            encoded: Encoded = {"content-type": MEDIA_TYPES["json"]}, body
+            return codecs.gzip(encoded) if gzip else encoded
+        members = {
+            f"{name}/{member}": parts
+            for name, named in arrays.items()
+            for member, parts in named.items()
+        }
+        notes = {"layer_types": read.layers, "config_fields": list(read.fields), **described}
+        return codecs.encode_named(fmt, notes, members)
+
+    return encode
