@@ -50,8 +50,11 @@ EXPOSED_HEADERS: Final = (
     "ETag",
     "Inference-Header-Content-Length",
     "Retry-After",
+    "X-Config-Fields",
     "X-Dtype",
+    "X-Layer-Types",
     "X-Positions",
+    "X-Rope-Delta",
     "X-Scale",
     "X-Shape",
 )

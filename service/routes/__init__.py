@@ -5,7 +5,17 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from service.routes import alibi, docs, explorer, inference, ops, pictures, rotary, sinusoidal
+from service.routes import (
+    alibi,
+    docs,
+    explorer,
+    inference,
+    mrope,
+    ops,
+    pictures,
+    rotary,
+    sinusoidal,
+)
 from service.web.declared import Declared
 from service.web.families import router
 
@@ -20,6 +30,7 @@ ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),
     sinusoidal.router,
     rotary.router,
+    mrope.router,
     pictures.router,
     ops.router,
     inference.router,

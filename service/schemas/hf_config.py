@@ -218,21 +218,21 @@ def table_query(config: Reader, rope: Reader, head_dim: int) -> dict[str, Any]:
 MAX_CONTAINERS: Final = 4096
 
 
-def read_config(body: bytes | bytearray) -> dict[str, Any]:
+def read_config(body: bytes | bytearray, what: str = "the config") -> dict[str, Any]:
     """A posted ``config.json``: a JSON object, no key given twice in any of its objects."""
     containers = body.count(b"[") + body.count(b"{")
     if containers > MAX_CONTAINERS:
         raise MalformedBody(
-            f"the config holds {containers:,} lists and objects (counting brackets in strings); "
+            f"{what} holds {containers:,} lists and objects (counting brackets in strings); "
             f"at most {MAX_CONTAINERS:,} are read, a config.json has a few dozen"
         )
     try:
         config = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise MalformedBody(f"the config is not JSON: {exc}") from None
+        raise MalformedBody(f"{what} is not JSON: {exc}") from None
     if not isinstance(config, dict):
-        raise InvalidInput("body", "the config must be a JSON object")
-    _refuse_repeated_keys(body)
+        raise InvalidInput("body", f"{what} must be a JSON object")
+    _refuse_repeated_keys(body, what)
     return config
 
 
@@ -248,7 +248,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> None:
         seen.add(key)
 
 
-def _refuse_repeated_keys(body: bytes | bytearray) -> None:
+def _refuse_repeated_keys(body: bytes | bytearray, what: str) -> None:
     """Refuse a config that gives a key twice in any of its objects, as an apply body is
     refused: orjson keeps the last silently (``rope_type`` twice would choose a scaling
     unseen), and only the standard library reports each object's keys. A config is small
@@ -256,10 +256,8 @@ def _refuse_repeated_keys(body: bytes | bytearray) -> None:
     try:
         json.loads(body, object_pairs_hook=_unique)
     except _Repeated as exc:
-        raise InvalidInput(
-            shown(str(exc.args[0])), "appears more than once in the config"
-        ) from None
+        raise InvalidInput(shown(str(exc.args[0])), f"appears more than once in {what}") from None
     except RecursionError:  # orjson reads 1024 levels, the standard library fewer
-        raise MalformedBody("the config is nested too deeply to be read") from None
+        raise MalformedBody(f"{what} is nested too deeply to be read") from None
     except ValueError as exc:  # none known: the two parsers read the same JSON otherwise
-        raise MalformedBody(f"the config is not JSON: {shown(str(exc))}") from None
+        raise MalformedBody(f"{what} is not JSON: {shown(str(exc))}") from None

@@ -1,0 +1,96 @@
+"""``POST /v1/positions/mrope``: M-RoPE's ``(3, L)`` position ids and rope delta for a
+sequence's layout, as Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's ``get_rope_index`` compute
+them (:mod:`service.encodings.mrope_positions`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+import orjson
+from fastapi import APIRouter, Query, Request, Response
+
+from service import codecs, handlers
+from service.codecs import npy
+from service.codecs.types import MEDIA_TYPES, Encoded
+from service.encodings import mrope_positions
+from service.schemas.hf_config import read_config
+from service.schemas.mrope_layout import Layout, PositionsDocument
+from service.web import openapi
+from service.web.deps import RuntimeDep
+from service.web.disconnect import unless_gone
+from service.web.documents import located, posted_document
+from service.web.negotiation import accepts_gzip, combined, negotiate
+from service.web.responses import respond
+
+PATH: Final = "/v1/positions/mrope"
+router = APIRouter(tags=["rotary"])
+_FORMATS: Final = ("json", "npy")
+VARY: Final = {"vary": "Accept"}
+_BODY: Final = {
+    "required": True,
+    "description": 'The layout: {"segments": [{"text": 5}, {"image": [1, 28, 28]}, '
+    '{"video": [4, 28, 28], "seconds_per_grid": 1.0}], "spatial_merge_size": 2, '
+    '"tokens_per_second": null}, or the segments beside a model\'s "config".',
+    "content": {"application/json": {"schema": Layout.model_json_schema()}},
+}
+
+
+def _read(body: bytes | bytearray) -> dict[str, Any]:
+    return read_config(body, "the layout")
+
+
+@router.post(
+    PATH,
+    operation_id="getMropePositions",
+    summary="M-RoPE's (3, L) position ids and rope delta for a sequence of text, images "
+    "and videos, as Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's get_rope_index.",
+    response_class=Response,
+    openapi_extra={"requestBody": _BODY},
+    responses={
+        200: {
+            "model": PositionsDocument,
+            "content": openapi.media(_FORMATS),
+            "description": "JSON, or the (3, L) int64 ids as .npy (X-Rope-Delta).",
+        },
+        **openapi.problems_of(400, 406, 408, 413, 415, 422),
+        **openapi.BUSY,
+    },
+)
+async def positions(
+    request: Request,
+    runtime: RuntimeDep,
+    format: Annotated[Literal["json", "npy"] | None, Query(description="json or npy.")] = None,
+) -> Response:
+    """M-RoPE's position ids for a layout."""
+    raw = request.scope["headers"]
+    chosen = format or negotiate(combined(raw, b"accept"), _FORMATS)
+    document = await posted_document(request, runtime, _read)
+    with located({}):
+        layout = Layout.model_validate(document)
+    model, merge, rate = layout.settings()
+    runs = layout.runs(model, merge, rate)
+    length = sum(mrope_positions.tokens(run, merge, model) for run in runs)
+    # int64 ids: each counts as two of a table's float32 numbers
+    runtime.limits.rows(length, 2 * mrope_positions.AXES, "position ids (3 × L, int64: twice)")
+    if codecs.textual(chosen):
+        runtime.limits.json_answer(length * mrope_positions.AXES, hint="ask for format=npy")
+    gzip = codecs.textual(chosen) and accepts_gzip(combined(raw, b"accept-encoding"))
+    fields = {"model": model, "spatial_merge_size": merge, "tokens_per_second": rate}
+
+    def work() -> Encoded:
+        ids, delta = mrope_positions.position_ids(runs, merge, model, rate or 0)
+        said = {"x-rope-delta": str(delta)}
+        if chosen == "npy":
+            headers, body = npy.encode([ids])
+            return {**headers, **said}, body
+        document: dict[str, Any] = {**fields, "length": length, "rope_delta": delta}
+        body = orjson.dumps({**document, "position_ids": ids}, option=orjson.OPT_SERIALIZE_NUMPY)
+        encoded = {"content-type": MEDIA_TYPES["json"], **said}, body
+        return codecs.gzip(encoded) if gzip else encoded
+
+    async def produce() -> Encoded:
+        return await runtime.compute(length * mrope_positions.AXES, work)
+
+    large = length * mrope_positions.AXES * 8 > handlers.LARGE_ANSWER_BYTES
+    answer = await unless_gone(request, lambda: handlers.holding_permit(runtime, large, produce))
+    return respond(runtime, answer, {"cache-control": "no-store", **({} if format else VARY)})
