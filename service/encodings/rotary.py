@@ -26,7 +26,7 @@ from typing import Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact, _rope_exact, _rope_library, scalings
+from service.encodings import _exact, _rope_exact, _rope_library, engines, scalings
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
@@ -65,6 +65,9 @@ class RotaryKey:
     # Qwen3-VL's interleaving of them (:mod:`.mrope`). The table by rows is the same.
     mrope_section: tuple[int, ...] = ()
     mrope_interleaved: bool = False
+    # an engine's cache of the table, in the model's dtype (:mod:`.engines`): each entry
+    # rounded to it, served in ``dtype``
+    cache_dtype: engines.CacheDType = "float32"
 
     def __post_init__(self) -> None:
         if not 2 <= self.rotary_dim <= MAX_HEAD_DIM or self.rotary_dim % 2:
@@ -80,6 +83,7 @@ class RotaryKey:
             ("scaling", self.scaling, scalings.SCALINGS),
             ("dtype", self.dtype, DTYPES),
             ("rounding", self.rounding, ROUNDINGS),
+            ("cache_dtype", self.cache_dtype, engines.CACHE_DTYPES),
         ]:
             if value not in allowed:
                 raise InvalidParameter(name, f"must be one of {', '.join(allowed)}")
@@ -205,6 +209,7 @@ def fill(key: RotaryKey, start: int, out: Sequence[Rows]) -> None:
             jobs = [functools.partial(_write, key, positions[a:b], part[a:b]) for a, b in spans]
             _exact.in_parallel(jobs)
         _mirror(key, part)
+        engines.stored(part, key.cache_dtype)
         first += len(part)
 
 
@@ -236,6 +241,7 @@ def take(key: RotaryKey, positions: NDArray[np.int64]) -> Rows:
     else:
         _write(key, positions, out)
     _mirror(key, out)
+    engines.stored(out, key.cache_dtype)
     return out
 
 

@@ -17,6 +17,19 @@ from typing import Any, Final, Literal, get_args
 from service.errors import InvalidParameter
 
 Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3", "proportional"]
+# what a request may name: a table's scalings, and one an engine computes as another
+# (:mod:`.engines`: DeepSeek's yarn)
+Asked = Literal[
+    "none",
+    "linear",
+    "ntk",
+    "dynamic",
+    "yarn",
+    "longrope",
+    "llama3",
+    "proportional",
+    "deepseek_yarn",
+]
 SCALINGS: Final[tuple[Scaling, ...]] = get_args(Scaling)
 # A scaling's resolved parameters, in a fixed order: part of a table's key.
 Params = tuple[tuple[str, Any], ...]

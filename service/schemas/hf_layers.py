@@ -26,7 +26,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.codecs.types import Format
-from service.encodings import rotary
+from service.encodings import engines, rotary
 from service.encodings.registry import DType, Rounding
 from service.errors import InvalidInput, InvalidParameter
 from service.schemas.common import Read
@@ -34,6 +34,7 @@ from service.schemas.hf_config import Reader, head_dim_of, listed, rope_of, tabl
 from service.settings import POSITION_CEILING
 from service.text import shown
 
+DEEPSEEK: Final = frozenset({"deepseek_v2", "deepseek_v3"})
 GEMMA3: Final = frozenset({"gemma3", "gemma3_text"})
 GEMMA4: Final = frozenset({"gemma4", "gemma4_text"})
 _GEMMA_PATTERN: Final = 6  # Gemma's default sliding_window_pattern: five sliding layers to one full
@@ -66,6 +67,15 @@ class FromConfigQuery(BaseModel):
         "head_dim_key; default head_dim (and for Gemma 4's full_attention layers, as its "
         "config reads them, global_head_dim).",
     )
+    engine: engines.Engine | None = Field(
+        None, description="As for tables; vllm reads DeepSeek-V2/V3's yarn as deepseek_yarn."
+    )
+    max_model_len: int | None = Field(
+        None, ge=1, le=POSITION_CEILING + 1, description="As for tables."
+    )
+    cache_dtype: engines.CacheDType | None = Field(
+        None, description="As for tables; with engine=vllm, default the config's dtype."
+    )
     layer_type: str | None = Field(
         None,
         max_length=64,
@@ -96,6 +106,8 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
                 "layer_type", "the config has one set of rope parameters, not one per layer type"
             )
         query = table_query(text, rope_of(text), head_dim_of(text, key))
+        if asked.get("engine") == "vllm":
+            _as_vllm(top, text, model_type, query, asked)
         return Read({"": query}, fields=tuple(text.read))
     layers = _layer_types(text, model_type, per_type)
     if chosen is not None and chosen not in per_type:
@@ -105,12 +117,33 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
         )
     names = list(per_type) if chosen is None else [chosen]
     tables = {
-        name: table_query(text, per_type[name], _head_dim(text, name, model_type, key))
+        name: table_query(text, per_type[name], _head_dim(text, name, model_type, key, layers))
         for name in names
     }
+    if asked.get("engine") == "vllm":
+        for table in tables.values():
+            _as_vllm(top, text, model_type, table, asked)
     if chosen is not None:
         return Read({"": tables[chosen]}, layers, tuple(text.read))
     return Read(tables, layers, tuple(text.read))
+
+
+def _as_vllm(
+    top: Reader, text: Reader, model_type: Any, query: dict[str, Any], asked: Mapping[str, Any]
+) -> None:
+    """``query`` as vLLM reads the config: DeepSeek-V2/V3's scaled rope is its
+    DeepseekScalingRotaryEmbedding (``models/deepseek_v2.py``), and the table is kept in the
+    model's dtype (``dtype``, or ``torch_dtype`` before transformers 5)."""
+    if model_type in DEEPSEEK and query["scaling"] == "yarn":
+        query["scaling"] = "deepseek_yarn"
+    if asked.get("cache_dtype") is None:
+        for name in ("dtype", "torch_dtype"):
+            where = text if text.values.get(name) is not None else top
+            kept = where.values.get(name)
+            if kept in engines.CACHE_DTYPES:
+                text.read.append(where.path + name)
+                query["cache_dtype"] = kept
+                break
 
 
 def _per_type(text: Reader, model_type: Any) -> dict[str, Reader] | None:
@@ -195,8 +228,31 @@ def _layer_types(text: Reader, model_type: Any, types: Mapping[str, Reader]) -> 
     return layers
 
 
-def _head_dim(text: Reader, name: str, model_type: Any, key: str | None) -> int:
-    """A layer type's head width: Gemma 4's full-attention heads are ``global_head_dim``."""
+def _head_dim(
+    text: Reader, name: str, model_type: Any, key: str | None, layers: list[str] | None
+) -> int:
+    """A layer type's head width: as ``per_layer_config`` (transformers 5's saved form,
+    by layer index) says for its layers; Gemma 4's full-attention heads are
+    ``global_head_dim`` (which its config saves as ``per_layer_config``)."""
+    overrides = text.object("per_layer_config")
+    if key is None and overrides is not None and layers is not None:
+        widths = set()
+        for index in (i for i, kind in enumerate(layers) if kind == name):
+            layer = overrides.object(str(index))
+            width = None if layer is None else layer.get("head_dim")
+            widths.add(width)
+        if len(widths) > 1:
+            raise InvalidInput(
+                f"{overrides.path}head_dim",
+                f"differs between the {shown(name)} layers: one table per layer type",
+            )
+        width = widths.pop() if widths else None
+        if width is not None:
+            if width < 1:
+                raise InvalidInput(f"{overrides.path}head_dim", "must be a positive integer")
+            return int(width)
+        if name == "full_attention" and text.values.get("global_head_dim") is None:
+            return head_dim_of(text, key)  # saved by transformers: no override, the head_dim
     if key is None and name == "full_attention":
         wider = text.get("global_head_dim")
         if wider is None and model_type in GEMMA4:

@@ -1,5 +1,6 @@
-"""The rotary parameters with M-RoPE's (``mrope_section``, ``mrope_interleaved``): the
-``GET``, from-config, ``POST .../positions`` and apply of the rotary family take these. The
+"""The rotary parameters with M-RoPE's (``mrope_section``, ``mrope_interleaved``) and an
+engine's (:mod:`service.schemas.engines`): the ``GET``, from-config, ``POST .../positions``
+and apply of the rotary family take these. The
 table by rows is the plain one; rows at three-axis position ids turn each pair by its axis
 (:mod:`service.encodings.mrope`)."""
 
@@ -14,7 +15,9 @@ from service.encodings import mrope
 from service.encodings.registry import DType
 from service.encodings.rotary import RotaryKey
 from service.errors import InvalidParameter
-from service.schemas.rotary import RotaryApplyHttpQuery, RotaryTableQuery
+from service.schemas.common import RawBodyFields
+from service.schemas.engines import EngineFields
+from service.schemas.rotary import RotaryApplyQuery, RotaryTableQuery
 
 
 class MropeFields(BaseModel):
@@ -54,7 +57,7 @@ class MropeFields(BaseModel):
         )
 
 
-class RopeQuery(MropeFields, RotaryTableQuery):
+class RopeQuery(MropeFields, EngineFields, RotaryTableQuery):
     """Which rotary table (and, for position ids of three axes, which pairs each turns)."""
 
     def key(self) -> RotaryKey:
@@ -62,7 +65,7 @@ class RopeQuery(MropeFields, RotaryTableQuery):
 
     def describe(self, key: RotaryKey) -> dict[str, Any]:
         """The table's fields; M-RoPE's where given."""
-        fields = super().describe(key)
+        fields = super().describe(key) | self.engine_fields()
         if key.mrope_section:
             fields |= {
                 "mrope_section": list(key.mrope_section),
@@ -71,9 +74,9 @@ class RopeQuery(MropeFields, RotaryTableQuery):
         return fields
 
 
-class RopeApplyQuery(MropeFields, RotaryApplyHttpQuery):
-    """How to rotate a posted batch; with M-RoPE, position_ids of three axes ``(3, L)`` or
-    ``(3, B, L)``."""
+class RopeApplyQuery(MropeFields, RawBodyFields, EngineFields, RotaryApplyQuery):
+    """How to rotate a posted batch (a raw body's shape and dtype too); with M-RoPE,
+    position_ids of three axes ``(3, L)`` or ``(3, B, L)``."""
 
     def key(self, head_dim: int, dtype: DType) -> RotaryKey:
         return self.sectioned(super().key(head_dim, dtype))

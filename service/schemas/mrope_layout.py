@@ -143,7 +143,8 @@ class Layout(BaseModel):
                         "markers): give how many tokens",
                     )
             runs.append(run)
-            before = run.kind
+            if run.kind != "text" or run.text:  # no text at all does not part two grids
+                before = run.kind
         return runs
 
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from service.codecs.types import Format
-from service.encodings import rotary, scalings
+from service.encodings import engines, rotary, scalings
 from service.encodings.registry import DType, Rounding
 from service.encodings.rotary import (
     DEFAULT_BASE,
@@ -18,7 +18,7 @@ from service.encodings.rotary import (
     rotary_dim,
 )
 from service.errors import InvalidParameter
-from service.schemas.common import Aliased, RawBodyFields, below, within
+from service.schemas.common import Aliased, below, within
 from service.settings import POSITION_CEILING
 
 _FACTOR_LIMIT = 1e9  # far above any model's; keeps the arithmetic finite
@@ -58,11 +58,11 @@ class RotaryFields(Aliased):
         description="half: pairs (i, i + r/2), Hugging Face's rotate_half, GPT-NeoX; "
         "interleaved: pairs (2i, 2i+1), Meta's apply_rotary_emb, GPT-J, torchtune.",
     )
-    scaling: scalings.Scaling = Field(
+    scaling: scalings.Asked = Field(
         "none",
         description="none, linear, ntk (static NTK-aware), dynamic, yarn, longrope, llama3 or "
-        "proportional, as transformers' modeling_rope_utils.py computes them; their "
-        "parameters follow, under rope_scaling's names.",
+        "proportional, as transformers' modeling_rope_utils.py computes them; deepseek_yarn, "
+        "yarn as the engine runs DeepSeek's. Parameters under rope_scaling's names follow.",
     )
     factor: float | None = _number(
         "linear, ntk, dynamic, yarn, llama3, longrope; proportional (1).",
@@ -143,6 +143,10 @@ class RotaryFields(Aliased):
                 values[name] = _numbers(values[name], name)
         return values
 
+    def resolved(self, r: int, max_len: int, rotated: int) -> tuple[Any, scalings.Params]:
+        """The key's scaling and its resolved parameters (an engine's may differ)."""
+        return engines.resolve("transformers", self.scaling, self.given(), r, max_len, rotated)
+
     def rotary_key(self, head_dim: int, max_len: int, dtype: DType) -> RotaryKey:
         """The table's key for heads of ``head_dim`` and a sequence of ``max_len``."""
         r = rotary_dim(head_dim, self.partial_rotary_factor)
@@ -154,8 +158,8 @@ class RotaryFields(Aliased):
                 f"the rotary dimension int(head_dim * partial_rotary_factor) = {r} must be even "
                 "and at least 2",
             )
-        params = scalings.resolve(self.scaling, self.given(), r, max_len, rotated)
-        key = RotaryKey(r, self.base, self.convention, self.scaling, params, dtype, self.rounding)
+        scaling, params = self.resolved(r, max_len, rotated)
+        key = RotaryKey(r, self.base, self.convention, scaling, params, dtype, self.rounding)
         rotary.check(key, max_len)
         return key
 
@@ -273,11 +277,6 @@ class RotaryApplyQuery(RotaryFields):
         return self.rotary_key(head_dim, length, dtype)
 
 
-class RotaryApplyHttpQuery(RawBodyFields, RotaryApplyQuery):
-    """The HTTP route's parameters: :class:`RotaryApplyQuery`'s, and a raw body's shape and
-    dtype."""
-
-
 class RotaryTableDocument(BaseModel):
     """A rotary table (or some of its rows) as JSON: scaling parameters as given."""
 
@@ -289,7 +288,7 @@ class RotaryTableDocument(BaseModel):
     partial_rotary_factor: float
     rotary_dim: int
     convention: Convention
-    scaling: scalings.Scaling
+    scaling: scalings.Asked
     attention_factor: float = Field(description="What cos and sin are multiplied by.")
     rounding: Rounding
     dtype: DType

@@ -110,6 +110,10 @@ def test_text_only_is_arange(http: httpx.Client) -> None:
     [
         ({"segments": [{"image": [1, 27, 28]}]}, ["segments[0].image", "multiples", "2"]),
         ({"segments": [{"image": [1, 2, 2]}, {"image": [1, 2, 2]}]}, ["segments[1]", "text"]),
+        (
+            {"segments": [{"video": [1, 2, 2]}, {"text": 0}, {"video": [1, 2, 2]}]},
+            ["segments[2]", "text"],
+        ),
         ({"segments": [{"text": 1, "image": [1, 2, 2]}]}, ["one of text, image or video"]),
         ({"segments": [{"text": 1, "seconds_per_grid": 1}]}, ["a video's"]),
         ({"segments": [{"video": [2, 4, 4]}], "model": "qwen3_vl"}, ["frame_text"]),

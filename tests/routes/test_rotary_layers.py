@@ -242,3 +242,27 @@ def test_names_from_the_config_are_quoted_in_headers(http: httpx.Client) -> None
     answer = post(http, config, "format=npz")
     assert answer.status_code == 200, answer.text
     assert answer.headers["x-layer-types"] == "%C3%A9%0D%0Ax"
+
+
+def test_per_layer_config_says_each_layer_types_head(http: httpx.Client) -> None:
+    """transformers 5 saves Gemma 4's global_head_dim as per_layer_config, by layer index."""
+    saved = {
+        "model_type": "gemma4_text",
+        "head_dim": 8,
+        "max_position_embeddings": 16,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+        "per_layer_config": {"1": {"head_dim": 16}},
+    }
+    got = npz(post(http, saved, "format=npz"))
+    assert got["full_attention/cos"].shape == (16, 16)
+    assert got["sliding_attention/cos"].shape == (16, 8)
+    uneven = {
+        **saved,
+        "layer_types": ["full_attention"] * 2,
+        "per_layer_config": {"1": {"head_dim": 16}},
+    }
+    assert_problem(post(http, uneven), 422, "per_layer_config", "differs")
