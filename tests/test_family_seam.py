@@ -278,9 +278,10 @@ def test_the_real_families_are_declared_on_the_same_seam() -> None:
     from service.routes import FAMILIES
 
     names = [declared.family.name for declared in FAMILIES]
-    assert names == ["sinusoidal", "rotary", "alibi-slopes", "alibi"]
+    assert names == ["sinusoidal", "rotary", "alibi-slopes", "alibi", "temperature"]
     assert FAMILIES[1].family.arrays == ("cos", "sin")
-    assert all(d.family.block is not None for d in FAMILIES[2:])
+    assert all(d.family.block is not None for d in FAMILIES[2:4])
+    assert FAMILIES[4].family.block is None  # Llama 4's scales: a cached table of one column
 
 
 def test_ids_are_bounded_before_they_are_converted(http: httpx.Client) -> None:

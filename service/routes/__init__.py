@@ -15,6 +15,7 @@ from service.routes import (
     pictures,
     rotary,
     sinusoidal,
+    temperature,
 )
 from service.web.declared import Declared
 from service.web.families import router
@@ -25,6 +26,7 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     rotary.TABLE,
     alibi.SLOPES,
     alibi.BIAS,
+    temperature.TABLE,
 )
 ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),

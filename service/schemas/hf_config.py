@@ -27,7 +27,7 @@ ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
     "proportional": "proportional",
     "mrope": "none",  # Qwen2-VL's older configs; its sections are read beside
 }
-_LISTS: Final = {"short_factor", "long_factor", "mrope_section"}
+_LISTS: Final = {"short_factor", "long_factor", "mrope_section", "no_rope_layers"}
 _INTEGERS: Final = {
     "max_position_embeddings",
     "original_max_position_embeddings",
@@ -39,8 +39,9 @@ _INTEGERS: Final = {
     "num_hidden_layers",
     "global_head_dim",
     "sliding_window_pattern",
+    "no_rope_layer_interval",
 }
-_BOOLEANS: Final = {"truncate", "mrope_interleaved"}
+_BOOLEANS: Final = {"truncate", "mrope_interleaved", "attn_temperature_tuning"}
 _KINDS: Final = {"rope_type", "type"}
 # names a problem lists from a config before "and N more": a config may hold any number
 _FEW: Final = 3

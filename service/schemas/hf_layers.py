@@ -31,6 +31,7 @@ from service.encodings.registry import DType, Rounding
 from service.errors import InvalidInput, InvalidParameter
 from service.schemas.common import Read
 from service.schemas.hf_config import Reader, head_dim_of, listed, rope_of, table_query
+from service.schemas.llama4 import LLAMA4, rope_layers
 from service.settings import POSITION_CEILING
 from service.text import shown
 
@@ -53,8 +54,8 @@ class FromConfigQuery(BaseModel):
     )
     start: int = Field(0, ge=0, description="First position returned.")
     stop: int | None = Field(None, ge=1, description="Position after the last; default max_len.")
-    convention: rotary.Convention = Field(
-        "half", description="As for tables (the config's models use half)."
+    convention: rotary.Convention | None = Field(
+        None, description="As for tables; default half (Llama 4's: interleaved, as it rotates)."
     )
     rounding: Rounding = Field("library", description="As for tables.")
     dtype: DType = Field("float32", description="As for tables.")
@@ -108,7 +109,9 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
         query = table_query(text, rope_of(text), head_dim_of(text, key))
         if asked.get("engine") == "vllm":
             _as_vllm(top, text, model_type, query, asked)
-        return Read({"": query}, fields=tuple(text.read))
+        if model_type in LLAMA4:  # its apply_rotary_emb: complex pairs (2i, 2i + 1)
+            query["convention"] = "interleaved"
+        return Read({"": query}, rope_layers(text, model_type), tuple(text.read))
     layers = _layer_types(text, model_type, per_type)
     if chosen is not None and chosen not in per_type:
         raise InvalidParameter(

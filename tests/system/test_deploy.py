@@ -141,6 +141,7 @@ def test_the_cached_locations_are_the_immutable_routes() -> None:
         "/v1/encodings/rotary",
         "/v1/biases/alibi",
         "/v1/biases/alibi/slopes",
+        "/v1/encodings/temperature",
     }
     assert {path for path in posts if cached.match(path)} == exact
 
