@@ -89,3 +89,25 @@ def test_the_apply_operation(spec: dict[str, Any]) -> None:
         "rounding",
         *PRESET_PARAMETERS,
     }
+
+
+def test_every_reference_resolves(spec: dict[str, Any]) -> None:
+    """A ``$ref`` that points nowhere (a model's own ``$defs`` copied into a request body)
+    stops Redoc from drawing the page at all."""
+    references: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("$ref"), str):
+                references.append(node["$ref"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(spec)
+    assert references
+    schemas = spec["components"]["schemas"]
+    prefix = "#/components/schemas/"
+    assert all(ref.startswith(prefix) and ref.removeprefix(prefix) in schemas for ref in references)

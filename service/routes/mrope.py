@@ -31,7 +31,7 @@ _BODY: Final = {
     "description": 'The layout: {"segments": [{"text": 5}, {"image": [1, 28, 28]}, '
     '{"video": [4, 28, 28], "seconds_per_grid": 1.0}], "spatial_merge_size": 2, '
     '"tokens_per_second": null}, or the segments beside a model\'s "config".',
-    "content": {"application/json": {"schema": Layout.model_json_schema()}},
+    "content": {"application/json": {"schema": openapi.inline(Layout.model_json_schema())}},
 }
 
 

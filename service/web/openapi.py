@@ -98,3 +98,21 @@ APPLY_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     **BUSY,
 }
 NOT_MODIFIED: Final = {"description": "Not modified: the If-None-Match tag is current."}
+
+
+def inline(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic model's JSON schema with its ``$defs`` written in where they are used: a
+    request body given as ``openapi_extra`` has no components of its own to refer to."""
+    defs = schema.get("$defs", {})
+
+    def written(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return written(defs[ref.removeprefix("#/$defs/")])
+            return {key: written(value) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [written(item) for item in node]
+        return node
+
+    return written(schema)  # type: ignore[no-any-return]

@@ -366,6 +366,35 @@ def test_the_explorer_draws_the_rope_and_alibi_views(visit: Visit) -> None:
     assert visit.errors == []
 
 
+@pytest.mark.parametrize(
+    ("interleaved", "first"),
+    [("false", [0, 0, 1, 1, 1, 2, 2, 2]), ("true", [0, 1, 2, 0, 1, 2, 0, 1])],
+)
+def test_the_rope_view_shows_which_axis_turns_each_pair(
+    visit: Visit, interleaved: str, first: list[int]
+) -> None:
+    """M-RoPE: the view asks the service for the rows at each axis's unit position ids and
+    colours each pair by the axis that moved it, in order or interleaved (Qwen3-VL)."""
+    page = visit.page
+    query = f"view=rope&head_dim=16&mrope_section=2,3,3&mrope_interleaved={interleaved}"
+    page.goto(f"{visit.url}/?{query}")
+    page.wait_for_selector('#rope-view[data-state="ready"]')
+    assert page.is_visible("#rope-axes-view")
+    axes = page.eval_on_selector("#rope-axes", "c => Array.from(c.axes)")
+    assert axes == first
+    counts = page.text_content("#rope-axes-counts") or ""
+    said = ", ".join(
+        f"{name} {first.count(i)}" for i, name in enumerate(["temporal", "height", "width"])
+    )
+    assert said in counts
+    assert visit.distinct_colours("rope-axes") > 3
+    assert any("/v1/encodings/rotary/positions?" in u for u in visit.requests)
+    page.goto(f"{visit.url}/?view=rope&head_dim=16")
+    page.wait_for_selector('#rope-view[data-state="ready"]')
+    assert page.is_hidden("#rope-axes-view")
+    assert visit.errors == []
+
+
 def _requested(visit: Visit, path: str) -> list[dict[str, str]]:
     """The queries of the page's requests to ``path``, one value a name."""
     return [

@@ -182,8 +182,9 @@
   }
 
   /** A raw answer: its X-Shape and its float32 values. */
-  async function fetchRaw(url, signal) {
-    const response = await fetch(url, { headers: { Accept: "application/octet-stream" }, signal });
+  async function fetchRaw(url, signal, init = {}) {
+    const headers = { Accept: "application/octet-stream", ...(init.headers || {}) };
+    const response = await fetch(url, { ...init, headers, signal });
     if (!response.ok) throw await problemOf(response);
     const shape = (response.headers.get("X-Shape") || "").split(",").map(Number);
     const data = decode(await response.arrayBuffer(), response.headers.get("X-Dtype"));

@@ -14,6 +14,14 @@
     "max_len", "head_dim", "base", "partial_rotary_factor", "convention", "rounding", "scaling",
   ];
   const RANGE = ["start", "stop"];
+  const MROPE = ["mrope_section", "mrope_interleaved"]; // sent with a section only
+  // each axis's row of position ids (t, h, w): position 1 on that axis, 0 on the others
+  const UNIT_IDS = [[1, 0, 0], [0, 1, 0], [0, 0, 1]];
+  const AXES = [
+    { name: "temporal", color: "#1b9e77" },
+    { name: "height", color: "#d95f02" },
+    { name: "width", color: "#7570b3" },
+  ];
   const LISTS = ["short_factor", "long_factor"]; // comma-separated, one number per pair
   // matplotlib's twilight_shifted: cyclic, so an angle of -pi and one of pi look alike
   const TWILIGHT = [
@@ -74,6 +82,9 @@
       const value = $(`rope-${name}`).value.trim();
       if (value !== "") params[name] = value;
     }
+    if ($("rope-mrope_section").value.trim() !== "") {
+      for (const name of MROPE) params[name] = $(`rope-${name}`).value.trim();
+    }
     return params;
   }
 
@@ -104,7 +115,7 @@
     const pairs = Math.floor(rotaryDim(params) / 2);
     for (const [name, value] of Object.entries(params)) {
       if (RANGE.includes(name)) continue;
-      if (scaling === "none" && !BASIC.includes(name)) continue;
+      if (scaling === "none" && !BASIC.includes(name) && !MROPE.includes(name)) continue;
       search.set(name, LISTS.includes(name) ? expand(value, pairs) : value);
     }
     if (scaling) search.set("scaling", scaling);
@@ -173,6 +184,25 @@
     return out;
   }
 
+  /** Each pair's axis (0 temporal, 1 height, 2 width; -1: it does not turn), from the
+   *  service's rows at the unit position ids of each axis. */
+  async function fetchAxes(params, signal) {
+    const url = `${TABLE}/positions?${query(params, { format: "raw" })}`;
+    const body = JSON.stringify({ position_ids: UNIT_IDS });
+    const init = { method: "POST", body, headers: { "Content-Type": "application/json" } };
+    const { shape, data } = await E.fetchRaw(url, signal, init);
+    const [, rows, r] = shape;
+    const sin = data.subarray(rows * r);
+    const axes = new Int8Array(r / 2);
+    for (let k = 0; k < r / 2; k++) {
+      const c = column(params.convention, k);
+      const moved = [0, 1, 2].map((row) => Math.abs(sin[row * r + c]));
+      const most = Math.max(...moved);
+      axes[k] = most > 0 ? moved.indexOf(most) : -1;
+    }
+    return axes;
+  }
+
   async function load() {
     const params = readParams();
     const mine = ++generation;
@@ -199,8 +229,11 @@
     };
     const table = E.fetchRows(plan, url, signal, progress);
     table.catch(() => {}); // awaited once the wavelengths are drawn
+    const axes = params.mrope_section ? fetchAxes(params, signal) : Promise.resolve(null);
+    axes.catch(() => {}); // awaited with the wavelengths
     try {
       const [chosen, none] = await wavelengths;
+      const turns = await axes;
       if (mine !== generation) return;
       current = {
         params,
@@ -212,6 +245,7 @@
           none: inverseFrequencies(none || chosen, params.convention),
         } : null,
         factor: Math.hypot(chosen.cos[0], chosen.sin[0]), // pair 0 at position 0
+        axes: turns,
         table: null,
       };
       $("rope-problem").hidden = true;
@@ -453,10 +487,35 @@
     canvas.xAt = xAt;
   }
 
+  /** M-RoPE: a strip of the pairs, each in its axis's color (grey: it does not turn). */
+  function drawAxes() {
+    const section = $("rope-axes-view");
+    section.hidden = !current.axes;
+    if (!current.axes) return;
+    const { axes } = current;
+    const canvas = $("rope-axes");
+    const { ctx, plot, ratio } = E.surface(canvas);
+    const pairs = axes.length;
+    const width = plot.w / pairs;
+    for (let k = 0; k < pairs; k++) {
+      ctx.fillStyle = axes[k] < 0 ? NONE : AXES[axes[k]].color;
+      ctx.fillRect(plot.x + k * width, plot.y, Math.max(width, ratio), plot.h);
+    }
+    const xAt = (k) => (k + 0.5) * width;
+    E.axes(ctx, plot, ratio, { low: 0, high: pairs - 1, label: "pair k", at: xAt },
+      { low: 0, high: 1, label: "", at: () => plot.h, ticks: [] });
+    const counts = AXES.map((axis, i) => `${axis.name} ${axes.filter((a) => a === i).length}`);
+    const still = axes.filter((a) => a < 0).length;
+    $("rope-axes-counts").textContent = `pairs by axis: ${counts.join(", ")}` +
+      (still ? `, none ${still}` : "");
+    canvas.axes = axes;
+  }
+
   function drawAll() {
     const t0 = performance.now();
     drawAngles();
     drawWavelengths();
+    drawAxes();
     return performance.now() - t0;
   }
 

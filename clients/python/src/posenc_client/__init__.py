@@ -10,12 +10,24 @@ with its RFC 9457 problem document. It imports nothing from the service.
         y = pe.apply(x, position_ids=ids)                # x * sqrt(d_model) + PE[ids]
         cos, sin = pe.rotary(4096, 128, base=500000.0)   # RoPE, each (4096, 128)
         cos, sin = pe.from_config("config.json", max_len=4096)  # a model's own RoPE
+        gemma = pe.rotary_layers("config.json")          # {"tables": {type: (cos, sin)}, ...}
+        cos, sin = pe.rotary_positions(ids, max_len=4096, head_dim=128)  # at position ids
+        ids, delta = pe.mrope_positions([{"text": 5}, {"image": [1, 28, 28]}])  # (3, L)
+        scales = pe.temperature(65536)                   # Llama 4's query scales, (65536,)
         bias = pe.alibi_bias(8, 512)                     # (8, 512, 512), -inf masked
 """
 
 from posenc_client._async import AsyncClient
 from posenc_client._sync import Client
-from posenc_client._wire import ProblemError, Value, read_npy, write_npy
+from posenc_client._wire import ProblemError, RotaryLayers, Value, read_npy, write_npy
 
-__all__ = ["AsyncClient", "Client", "ProblemError", "Value", "read_npy", "write_npy"]
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ProblemError",
+    "RotaryLayers",
+    "Value",
+    "read_npy",
+    "write_npy",
+]
 __version__ = "1.0.0"

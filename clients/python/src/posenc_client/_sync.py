@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -21,6 +21,8 @@ from posenc_client._wire import (
     DType,
     Form,
     Layout,
+    Mrope,
+    RotaryLayers,
     Rounding,
     Scaling,
     Value,
@@ -28,6 +30,12 @@ from posenc_client._wire import (
 )
 
 T = TypeVar("T")
+
+
+def _read(config: Mapping[str, Any] | str | os.PathLike[str] | bytes) -> Mapping[str, Any] | bytes:
+    """A ``config.json`` as given, or the bytes of the file at its path: a config.json is a
+    few KiB, read where it is asked for, as httpx reads a file body."""
+    return Path(config).read_bytes() if isinstance(config, str | os.PathLike) else config
 
 
 class Client:
@@ -120,16 +128,36 @@ class Client:
         convention: Convention | None = None,
         rounding: Rounding | None = None,
         dtype: DType | None = None,
+        layer_type: str | None = None,
         **parameters: Value,
     ) -> tuple[Array, Array]:
         """A model's rotary tables ``(cos, sin)`` from its Hugging Face ``config.json``
         (parsed, a path to it, or its bytes), as :meth:`rotary` gives them; ``max_len``
         defaults to the config's ``max_position_embeddings``, and the parameters given here
-        override the config's."""
+        override the config's; where its rope parameters are per layer type, ``layer_type``
+        names the table (:meth:`rotary_layers` gives them all)."""
         request = given(locals(), parameters)
-        # a config.json is a few KiB: read where it is asked for, as httpx reads a file body
-        body = Path(config).read_bytes() if isinstance(config, str | os.PathLike) else config
-        return self._send(_wire.from_config(body, request))
+        return self._send(_wire.from_config(_read(config), request))
+
+    def rotary_layers(
+        self,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
+        *,
+        max_len: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        convention: Convention | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        layer_type: str | None = None,
+        **parameters: Value,
+    ) -> RotaryLayers:
+        """A model's rotary tables by layer type (Gemma 3 and 4 have one per type), as
+        :meth:`from_config` takes the config: ``{"tables": {name: (cos, sin)},
+        "layer_types": [each layer's type] or None, "config_fields": [the fields read]}``;
+        a config with one set of rope parameters gives one table, named ``""``."""
+        request = given(locals(), parameters)
+        return self._send(_wire.rotary_layers(_read(config), request))
 
     def rotary_apply(
         self,
@@ -148,6 +176,83 @@ class Client:
         """Queries or keys ``(..., L, head_dim)`` rotated by their positions' angles."""
         request = given(locals(), parameters)
         return self._send(_wire.apply(ROTARY + "/apply", batch, position_ids, request))
+
+    def rotary_positions(
+        self,
+        position_ids: ArrayLike,
+        *,
+        max_len: int,
+        head_dim: int,
+        base: float | None = None,
+        convention: Convention | None = None,
+        scaling: Scaling | None = None,
+        partial_rotary_factor: float | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        mrope_section: Sequence[int] | str | None = None,
+        mrope_interleaved: bool | None = None,
+        **parameters: Value,
+    ) -> tuple[Array, Array]:
+        """The rotary tables ``(cos, sin)`` at ``position_ids`` (integers, ``(L,)`` or
+        ``(B, L)``; with ``mrope_section``, e.g. ``[16, 24, 24]``, M-RoPE's ``(3, L)`` or
+        ``(3, B, L)``), each ``(..., L, rotary_dim)``; ``max_len`` is the table's, as for
+        :meth:`rotary` (the sequence length ``dynamic`` and ``longrope`` scaling see)."""
+        request = given(locals(), parameters)
+        return self._send(_wire.rotary_positions(position_ids, request))
+
+    def mrope_positions(
+        self,
+        segments: Sequence[Mapping[str, Any]],
+        *,
+        model: Mrope | None = None,
+        spatial_merge_size: int | None = None,
+        tokens_per_second: int | None = None,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes | None = None,
+    ) -> tuple[Array, int]:
+        """M-RoPE's position ids ``(3, L)`` (int64) and rope delta for a sequence of
+        ``segments`` (``{"text": 5}``, ``{"image": [t, h, w]}``, ``{"video": [t, h, w],
+        "seconds_per_grid": 1.0, "frame_text": 2}``), as Qwen2-VL's, Qwen2.5-VL's or
+        Qwen3-VL's ``get_rope_index``; the settings given override the ``config``'s."""
+        settings = {
+            "model": model,
+            "spatial_merge_size": spatial_merge_size,
+            "tokens_per_second": tokens_per_second,
+            "config": _read(config) if config is not None else None,
+        }
+        return self._send(_wire.mrope_positions(segments, settings))
+
+    def temperature(
+        self,
+        max_len: int,
+        *,
+        floor_scale: float | None = None,
+        attn_scale: float | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """Llama 4's query scale by position on its layers without RoPE, ``(rows,)``:
+        ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1``."""
+        return self._send(_wire.temperature(given(locals(), parameters)))
+
+    def temperature_from_config(
+        self,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
+        *,
+        max_len: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> tuple[Array, list[str] | None]:
+        """Llama 4's query scales ``(rows,)`` from its ``config.json`` (as
+        :meth:`from_config` takes it), and each layer's kind: ``rope``, or ``nope`` (the
+        layers the scales are for); ``None`` where the config does not say."""
+        request = given(locals(), parameters)
+        return self._send(_wire.temperature_from_config(_read(config), request))
 
     def alibi_slopes(
         self, num_heads: int, *, dtype: DType | None = None, rounding: Rounding | None = None

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypedDict, TypeVar
 
 import httpx
 import numpy as np
@@ -22,6 +23,7 @@ Layout = Literal["interleaved", "split"]
 Convention = Literal["half", "interleaved"]
 Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3"]
 Form = Literal["causal", "bloom", "symmetric"]
+Mrope = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
 # a query parameter's value: numbers, words, booleans, or numbers separated by commas
 Value = int | float | str | bool | Sequence[float] | None
 # a model's config.json, parsed or as its bytes (the clients also take a path and read it)
@@ -33,7 +35,24 @@ JSON: Final = "application/json"
 SINUSOIDAL: Final = "/v1/encodings/sinusoidal"
 ROTARY: Final = "/v1/encodings/rotary"
 FROM_CONFIG: Final = ROTARY + "/from-config"
+POSITIONS: Final = ROTARY + "/positions"
+TEMPERATURE: Final = "/v1/encodings/temperature"
+MROPE: Final = "/v1/positions/mrope"
 ALIBI: Final = "/v1/biases/alibi"
+# parameters that are lists of integers (M-RoPE's pairs per axis, ``16,24,24``)
+INTEGER_LISTS: Final = frozenset({"mrope_section"})
+
+
+class RotaryLayers(TypedDict):
+    """A model's rotary tables by layer type (:meth:`~posenc_client.Client.rotary_layers`):
+    ``tables`` maps each type's name to its ``(cos, sin)`` (one table, a config with one set
+    of rope parameters, is under ``""``, or under the ``layer_type`` asked for);
+    ``layer_types`` is the type of each layer, in order (``None`` when the config has none);
+    ``config_fields`` the config's fields the service read."""
+
+    tables: dict[str, tuple[Array, Array]]
+    layer_types: list[str] | None
+    config_fields: list[str]
 
 
 class ProblemError(Exception):
@@ -96,9 +115,29 @@ def wire(value: int | float | str | bool | Sequence[float]) -> str:
     return ",".join(wire(float(item)) for item in value)
 
 
+def integers(values: Sequence[float]) -> str:
+    """A list of integers as the query string says it, ``16,24,24`` (not ``16.0,...``); any
+    other number as :func:`wire` says it, for the service to refuse."""
+    return ",".join(str(int(n)) if float(n).is_integer() else wire(float(n)) for n in values)
+
+
 def query(given: Mapping[str, Value]) -> dict[str, str]:
     """The query string of the ``given`` parameters; ``None`` means the service's default."""
-    return {name: wire(value) for name, value in given.items() if value is not None}
+    return {
+        name: integers(value)
+        if name in INTEGER_LISTS and isinstance(value, Sequence) and not isinstance(value, str)
+        else wire(value)
+        for name, value in given.items()
+        if value is not None
+    }
+
+
+def names_of(header: str | None) -> list[str] | None:
+    """A header's comma-separated list of names (``X-Layer-Types``, ``X-Config-Fields``),
+    each percent-decoded; ``None`` when the answer has no such header."""
+    if header is None:
+        return None
+    return [urllib.parse.unquote(name.strip()) for name in header.split(",") if name.strip()]
 
 
 def problem_of(response: httpx.Response) -> ProblemError:
@@ -143,7 +182,30 @@ def members_of(response: httpx.Response) -> dict[str, Array]:
 def cos_sin_of(response: httpx.Response) -> tuple[Array, Array]:
     """A rotary table's ``.npz`` answer (members ``cos`` and ``sin``) as ``(cos, sin)``."""
     members = members_of(response)
+    if "cos" not in members or "sin" not in members:
+        hint = ""
+        if any("/" in name for name in members):
+            hint = " (a table per layer type: give layer_type, or call rotary_layers)"
+        raise ValueError(f"expected members cos and sin, got {', '.join(members)}{hint}")
     return members["cos"], members["sin"]
+
+
+def tables_of(members: Mapping[str, Array], one: str = "") -> dict[str, tuple[Array, Array]]:
+    """The ``(cos, sin)`` of each table of an ``.npz`` answer: members ``NAME/cos`` and
+    ``NAME/sin`` by ``NAME``; a single table's ``cos`` and ``sin`` under ``one``."""
+    grouped: dict[str, dict[str, Array]] = {}
+    for name, array in members.items():
+        table, _, member = name.rpartition("/")
+        grouped.setdefault(table or one, {})[member] = array
+    missing = [name for name, named in grouped.items() if not {"cos", "sin"} <= named.keys()]
+    if missing or not grouped:
+        raise ValueError(f"expected members cos and sin of each table, got {', '.join(members)}")
+    return {name: (named["cos"], named["sin"]) for name, named in grouped.items()}
+
+
+def column_of(response: httpx.Response) -> Array:
+    """A one-column table's ``.npy`` answer, ``(rows, 1)``, as ``(rows,)``."""
+    return array_of(response).reshape(-1)
 
 
 def pair_of(response: httpx.Response) -> tuple[Array, Array]:
@@ -188,6 +250,83 @@ def from_config(config: Config, given: Mapping[str, Value]) -> Call[tuple[Array,
     return Call(
         "POST", FROM_CONFIG, cos_sin_of, params, write_config(config), {"content-type": JSON}
     )
+
+
+def rotary_layers(config: Config, given: Mapping[str, Value]) -> Call[RotaryLayers]:
+    """``POST /v1/encodings/rotary/from-config`` as ``.npz``, each table of the answer (one
+    per layer type where the config's rope parameters are per layer type) by its name, with
+    the ``X-Layer-Types`` and ``X-Config-Fields`` the answer says."""
+    asked = given.get("layer_type")
+    one = asked if isinstance(asked, str) else ""
+
+    def decode(response: httpx.Response) -> RotaryLayers:
+        tables = tables_of(members_of(response), one)
+        fields = names_of(response.headers.get("x-config-fields")) or []
+        layers = names_of(response.headers.get("x-layer-types"))
+        return {"tables": tables, "layer_types": layers, "config_fields": fields}
+
+    params = query({**given, "format": "npz"})
+    return Call("POST", FROM_CONFIG, decode, params, write_config(config), {"content-type": JSON})
+
+
+def rotary_positions(
+    position_ids: ArrayLike, given: Mapping[str, Value]
+) -> Call[tuple[Array, Array]]:
+    """``POST /v1/encodings/rotary/positions`` with the ids as an ``.npy`` (integers as
+    int64; anything else as it is, for the service to refuse); the answer as ``.npz``."""
+    ids = np.asarray(position_ids)
+    if ids.dtype.kind in "iu":
+        ids = ids.astype(np.int64, copy=False)
+    params = query({**given, "format": "npz"})
+    return Call("POST", POSITIONS, cos_sin_of, params, write_npy(ids), {"content-type": NPY})
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy (or torch) number or array in a JSON body, as its ``tolist()``."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def mrope_positions(
+    segments: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
+) -> Call[tuple[Array, int]]:
+    """``POST /v1/positions/mrope`` with the layout as JSON (a setting that is ``None`` is
+    not sent: the config's, else the service's default); the ``(3, L)`` int64 ids as
+    ``.npy`` and the rope delta of its ``X-Rope-Delta``."""
+    body: dict[str, Any] = {"segments": [dict(segment) for segment in segments]}
+    for name, value in settings.items():
+        if value is not None:
+            body[name] = json.loads(value) if isinstance(value, bytes) else value
+    content = json.dumps(body, allow_nan=False, default=_plain).encode()
+
+    def decode(response: httpx.Response) -> tuple[Array, int]:
+        ids = array_of(response)
+        delta = response.headers.get("x-rope-delta")
+        if delta is None:
+            raise ValueError("the answer has no X-Rope-Delta")
+        return ids, int(delta)
+
+    return Call("POST", MROPE, decode, {"format": "npy"}, content, {"content-type": JSON})
+
+
+def temperature(given: Mapping[str, Value]) -> Call[Array]:
+    return Call("GET", TEMPERATURE, column_of, query({**given, "format": "npy"}))
+
+
+def temperature_from_config(
+    config: Config, given: Mapping[str, Value]
+) -> Call[tuple[Array, list[str] | None]]:
+    """``POST /v1/encodings/temperature/from-config`` with a Llama 4 ``config.json``: the
+    scales ``(rows,)`` and the kind of each layer its ``X-Layer-Types`` says (``rope``, or
+    ``nope``: the layers the scales are for), ``None`` when it says none."""
+
+    def decode(response: httpx.Response) -> tuple[Array, list[str] | None]:
+        return column_of(response), names_of(response.headers.get("x-layer-types"))
+
+    params = query({**given, "format": "npy"})
+    path = TEMPERATURE + "/from-config"
+    return Call("POST", path, decode, params, write_config(config), {"content-type": JSON})
 
 
 def apply(
