@@ -68,6 +68,18 @@ def _grid(start: int, t: int, h: int, w: int, time: NDArray[np.int64]) -> NDArra
     return ids
 
 
+def _frames(start: int, t: int, h: int, w: int, text: int) -> NDArray[np.int64]:
+    """Qwen3-VL's video: ``t`` frames, each a grid of one from where the last left off
+    (``max(h, w)`` on), with ``text`` text tokens between frames; at once, not frame by
+    frame (a long video of small frames would be millions of steps)."""
+    frame, step = h * w, max(h, w)
+    ids = np.empty((AXES, t, frame + text), np.int64)
+    ids[:, :, :frame] = _grid(0, 1, h, w, np.zeros(1, np.int64))[:, None, :]
+    ids[:, :, frame:] = step + np.arange(text, dtype=np.int64)
+    ids += (start + np.arange(t, dtype=np.int64) * (step + text))[None, :, None]
+    return ids.reshape(AXES, -1)[:, : t * (frame + text) - text]
+
+
 def _time(run: Run, model: Model, tokens_per_second: int) -> NDArray[np.int64]:
     frames = np.arange(run.grid[0], dtype=np.int64)
     if run.kind != "video" or model != "qwen2_5_vl":
@@ -101,16 +113,8 @@ def position_ids(
         t, h, w = run.grid
         h, w = h // merge, w // merge
         if run.kind == "video" and model == "qwen3_vl":
-            for frame in range(t):
-                if frame and run.frame_text:
-                    put(
-                        np.broadcast_to(
-                            np.arange(start, start + run.frame_text), (AXES, run.frame_text)
-                        )
-                    )
-                    start += run.frame_text
-                put(_grid(start, 1, h, w, np.zeros(1, np.int64)))
-                start += max(h, w)
+            put(_frames(start, t, h, w, run.frame_text))
+            start += t * max(h, w) + (t - 1) * run.frame_text
             continue
         put(_grid(start, t, h, w, _time(run, model, tokens_per_second)))
         start += max(h, w)
