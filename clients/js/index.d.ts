@@ -52,7 +52,16 @@ export interface TableParams extends Params {
   dimStop?: number;
 }
 
-export interface RotaryParams extends Params {
+/** Whose tables: transformers' (the default), or vLLM's where it computes a scaling
+ * otherwise; the dtype the engine keeps them in (each entry rounded to it). */
+export interface EngineParams {
+  engine?: "transformers" | "vllm";
+  /** engine "vllm" with longrope: the deployment's context. */
+  maxModelLen?: number;
+  cacheDtype?: "float32" | "float16" | "bfloat16";
+}
+
+export interface RotaryParams extends Params, EngineParams {
   maxLen: number;
   headDim: number;
   base?: number;
@@ -65,13 +74,83 @@ export interface RotaryParams extends Params {
   stop?: number;
 }
 
+/** The table's parameters, and M-RoPE's: the pairs the temporal, height and width axes
+ * turn (`[16, 24, 24]` or "16,24,24"), Qwen3-VL's interleaved layout. */
+export interface RotaryPositionsParams extends RotaryParams {
+  mropeSection?: readonly number[] | string;
+  mropeInterleaved?: boolean;
+}
+
+/** Position ids: `[L]`, `[batch][L]`, M-RoPE's `[3][L]` or `[3][batch][L]`. */
+export type Ids =
+  | ArrayLike<number | bigint>
+  | ArrayLike<ArrayLike<number | bigint>>
+  | ArrayLike<ArrayLike<ArrayLike<number | bigint>>>;
+
+/** One run of a sequence: text tokens, or one image's or video's grid `[t, h, w]` in
+ * patches (as image_grid_thw, video_grid_thw). */
+export interface Segment {
+  text?: number;
+  image?: ArrayLike<number>;
+  video?: ArrayLike<number>;
+  /** Qwen2.5-VL: a video's seconds per temporal grid (default 1). */
+  seconds_per_grid?: number;
+  /** Qwen3-VL: the text tokens between a video's frames. */
+  frame_text?: number;
+}
+
+export interface MropeParams {
+  /** Default: the config's model_type, else qwen2_5_vl with tokensPerSecond, else qwen2_vl. */
+  model?: "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl";
+  spatialMergeSize?: number;
+  tokensPerSecond?: number | null;
+  /** A model's config.json (parsed, JSON text or its bytes); the settings above override it. */
+  config?: Record<string, unknown> | string | ArrayBuffer | ArrayBufferView;
+}
+
+/** M-RoPE's position ids for a layout, and what made them. */
+export interface MropePositions {
+  /** The temporal, height and width rows, each of `length` ids. */
+  positionIds: [number[], number[], number[]];
+  /** max id + 1 - length: the next token's ids are length + ropeDelta. */
+  ropeDelta: number;
+  length: number;
+  model: string;
+  spatialMergeSize: number;
+  tokensPerSecond: number | null;
+}
+
 /** What a config.json does not say (these override what it does). */
-export interface FromConfigParams extends Params {
+export interface FromConfigParams extends Params, EngineParams {
   /** Default: the config's max_position_embeddings (required when it has none). */
   maxLen?: number;
   start?: number;
   stop?: number;
   convention?: "half" | "interleaved";
+  rounding?: "library" | "exact";
+  dtype?: DType;
+  /** Where the rope parameters are per layer type (Gemma 3, 4): that type's table. */
+  layerType?: string;
+}
+
+export interface TemperatureParams extends Params {
+  maxLen: number;
+  /** Llama 4's: 8192. */
+  floorScale?: number;
+  /** Llama 4's: 0.1. */
+  attnScale?: number;
+  start?: number;
+  stop?: number;
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
+/** What a Llama 4 config.json does not say. */
+export interface TemperatureFromConfigParams extends Params {
+  /** Default: the config's max_position_embeddings. */
+  maxLen?: number;
+  start?: number;
+  stop?: number;
   rounding?: "library" | "exact";
   dtype?: DType;
 }
@@ -85,6 +164,26 @@ export interface CosSin {
   sin: Tensor;
   /** safetensors answers: the table's parameters, as strings. */
   metadata?: Record<string, string>;
+}
+
+/** A model's rotary tables by layer type. */
+export interface RotaryLayers {
+  /** Each layer type's tables; a config of one set of rope parameters: one, named "" (or
+   * the layerType asked for). */
+  tables: Record<string, CosSin>;
+  /** The type of each layer, in order; null when the config has none. */
+  layerTypes: string[] | null;
+  /** The config's fields the service read. */
+  configFields: string[];
+}
+
+/** Llama 4's query scales and which layers they are for. */
+export interface Temperature {
+  /** `[rows]`. */
+  scales: Tensor;
+  /** Each layer's kind: "rope", or "nope" (no RoPE: the scales are for these); null when
+   * the config does not say. */
+  layerTypes: string[] | null;
 }
 
 /** A parameter a preset takes, with its default and bounds. */
@@ -171,10 +270,20 @@ export class Client {
   rotary(params: RotaryParams): Promise<CosSin>;
   /** `POST /v1/encodings/rotary/from-config`: the tables of a model from its config.json. */
   fromConfig(config: Config, params?: FromConfigParams): Promise<CosSin>;
+  /** Every layer type's tables from a config.json (format: always safetensors). */
+  rotaryLayers(config: Config, params?: FromConfigParams): Promise<RotaryLayers>;
+  /** `POST /v1/encodings/rotary/positions`: cos and sin at position ids (posted as JSON). */
+  rotaryPositions(positionIds: Ids, params: RotaryPositionsParams): Promise<CosSin>;
+  /** `POST /v1/positions/mrope`: M-RoPE's position ids for a layout (a JSON answer). */
+  mropePositions(segments: Segment[], params?: MropeParams): Promise<MropePositions>;
+  /** `GET /v1/encodings/temperature`: Llama 4's query scales, `[rows]`. */
+  temperature(params: TemperatureParams): Promise<Tensor>;
+  /** `POST /v1/encodings/temperature/from-config`. */
+  temperatureFromConfig(config: Config, params?: TemperatureFromConfigParams): Promise<Temperature>;
   alibiSlopes(params: SlopesParams): Promise<Tensor>;
   alibiBias(params: BiasParams): Promise<Tensor>;
   apply(tensor: Tensor, params?: ApplyParams): Promise<Tensor>;
-  rotaryApply(tensor: Tensor, params?: ApplyParams): Promise<Tensor>;
+  rotaryApply(tensor: Tensor, params?: ApplyParams & EngineParams): Promise<Tensor>;
   presets(): Promise<Preset[]>;
   cacheStats(): Promise<Record<string, any>>;
   ready(): Promise<boolean>;

@@ -207,33 +207,95 @@ function configBody(config) {
   if (config === null || typeof config !== "object" || Array.isArray(config)) {
     throw new TypeError("config must be an object, JSON text, or the bytes of a config.json");
   }
-  return JSON.stringify(config, (name, value) => {
+  return jsonOf(config, "config");
+}
+
+/** `document` as JSON text, refusing a number JSON cannot hold (NaN, Infinity), which
+ * JSON.stringify would send as null. */
+function jsonOf(document, what) {
+  return JSON.stringify(document, (name, value) => {
+    // a typed array (an image_grid_thw) as the list of its numbers
+    if (ArrayBuffer.isView(value) && !(value instanceof DataView)) return Array.from(value, Number);
     if (typeof value === "number" && !Number.isFinite(value)) {
-      throw new TypeError(`config: ${name} is ${value}, which JSON cannot hold`);
+      throw new TypeError(`${what}: ${name} is ${value}, which JSON cannot hold`);
     }
     return value;
   });
 }
 
+/** A config.json inside a JSON body: an object as it is; JSON text or bytes parsed. */
+function configObject(config) {
+  if (typeof config === "string") return JSON.parse(config);
+  if (config instanceof ArrayBuffer || ArrayBuffer.isView(config)) {
+    const view = config instanceof ArrayBuffer ? new Uint8Array(config) : config;
+    return JSON.parse(new TextDecoder().decode(view));
+  }
+  return config;
+}
+
+/** Position ids (numbers, bigints, typed arrays, nested to any depth) as JSON arrays. */
+function idsOf(ids) {
+  if (typeof ids === "number" || typeof ids === "bigint") return Number(ids);
+  return Array.from(ids, idsOf);
+}
+
+/** A header's comma-separated names (X-Layer-Types, X-Config-Fields), each
+ * percent-decoded; null when the answer has no such header. */
+function namesOf(header) {
+  if (header === null || header === undefined) return null;
+  return header
+    .split(",")
+    .map((name) => decodeURIComponent(name.trim()))
+    .filter(Boolean);
+}
+
 function halves(stacked) {
-  const [, rows, width] = stacked.shape;
-  const size = rows * width;
+  const shape = stacked.shape.slice(1);
+  const size = elements(shape);
   const part = (i) => ({
     data: stacked.data.subarray(i * size, (i + 1) * size),
-    shape: [rows, width],
+    shape: [...shape],
     dtype: stacked.dtype,
   });
   return { cos: part(0), sin: part(1) };
 }
 
 /** A rotary answer as `{cos, sin}`: safetensors' two tensors (and its metadata), else the
- * two halves of the stacked `[2, rows, rotaryDim]`. */
+ * two halves of the stacked `[2, ..., rotaryDim]`. */
 function cosSin(answer) {
   if (answer.tensors) {
     const { cos, sin } = answer.tensors;
+    if (!cos || !sin) {
+      const names = Object.keys(answer.tensors);
+      const hint = names.some((name) => name.includes("/"))
+        ? " (a table per layer type: give layerType, or call rotaryLayers)"
+        : "";
+      throw new TypeError(`expected tensors cos and sin, got ${names.join(", ")}${hint}`);
+    }
     return { cos, sin, metadata: answer.metadata };
   }
   return halves(answer);
+}
+
+/** The `{cos, sin}` of each table of a safetensors answer: tensors `NAME/cos` and
+ * `NAME/sin` by NAME; a single table's `cos` and `sin` under `one`. */
+function tablesOf(tensors, one = "") {
+  const grouped = {};
+  for (const [name, tensor] of Object.entries(tensors)) {
+    const slash = name.lastIndexOf("/");
+    const table = slash < 0 ? one : name.slice(0, slash);
+    (grouped[table] ??= {})[name.slice(slash + 1)] = tensor;
+  }
+  const tables = Object.entries(grouped);
+  if (tables.length === 0 || tables.some(([, named]) => !named.cos || !named.sin)) {
+    throw new TypeError(`expected tensors cos and sin of each table: ${Object.keys(tensors)}`);
+  }
+  return Object.fromEntries(tables.map(([name, { cos, sin }]) => [name, { cos, sin }]));
+}
+
+/** A one-column table `[rows, 1]` as `[rows]` (the same data). */
+function column(tensor) {
+  return { ...tensor, shape: [tensor.shape[0]] };
 }
 
 /** The service over HTTP. Parameters are the query string's, in camelCase (`maxLen`) or
@@ -273,10 +335,16 @@ export class Client {
   }
 
   async tensor(method, path, params, init) {
+    return (await this.tensorAnswer(method, path, params, init)).decoded;
+  }
+
+  /** The decoded answer and its headers. */
+  async tensorAnswer(method, path, params, init) {
     const format = params.format ?? "raw";
     if (!FORMATS.includes(format)) throw new TypeError(`format must be one of ${FORMATS}`);
     const response = await this.request(method, path, { ...params, format }, init);
-    return decode(format, await response.arrayBuffer(), response.headers);
+    const decoded = decode(format, await response.arrayBuffer(), response.headers);
+    return { decoded, headers: response.headers };
   }
 
   /** Any family's table, `GET /v1/encodings/{family}`, by the parameters its query string
@@ -299,11 +367,85 @@ export class Client {
   /** A model's rotary tables `{cos, sin}` from its Hugging Face config.json (an object,
    * JSON text, or its bytes: under Node, `await readFile("config.json")`), as `rotary`
    * gives them. `maxLen` defaults to the config's `max_position_embeddings`; `maxLen`,
-   * `start`, `stop`, `convention`, `rounding` and `dtype` given here override the config. */
+   * `start`, `stop`, `convention`, `rounding` and `dtype` given here override the config;
+   * `layerType` names the table where its rope parameters are per layer type. */
   async fromConfig(config, params = {}) {
     const init = { body: configBody(config), headers: { "content-type": "application/json" } };
     const path = "/v1/encodings/rotary/from-config";
     return cosSin(await this.tensor("POST", path, params, init));
+  }
+
+  /** A model's rotary tables by layer type (Gemma 3 and 4 have one per type):
+   * `{tables: {name: {cos, sin}}, layerTypes, configFields}`, `layerTypes` the type of each
+   * layer (null when the config has none) and `configFields` the config's fields read. A
+   * config with one set of rope parameters gives one table, named "" (or the `layerType`
+   * asked for). The config and `params` as `fromConfig` takes them; the answer travels as
+   * safetensors. */
+  async rotaryLayers(config, params = {}) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    const path = "/v1/encodings/rotary/from-config";
+    const asked = { ...params, format: "safetensors" };
+    const { decoded, headers } = await this.tensorAnswer("POST", path, asked, init);
+    const one = params.layerType ?? params.layer_type ?? "";
+    return {
+      tables: tablesOf(decoded.tensors, one),
+      layerTypes: namesOf(headers.get("x-layer-types")),
+      configFields: namesOf(headers.get("x-config-fields")) ?? [],
+    };
+  }
+
+  /** The rotary tables `{cos, sin}` at position ids (`[L]` or `[batch][L]`; with
+   * `mropeSection`, e.g. `[16, 24, 24]`, M-RoPE's `[3][L]` or `[3][batch][L]`), each
+   * `[..., L, rotaryDim]`; `params` as `rotary` takes them (`maxLen`, `headDim`, ...). The
+   * ids are posted as JSON. */
+  async rotaryPositions(positionIds, params) {
+    const body = JSON.stringify({ position_ids: idsOf(positionIds) });
+    const init = { body, headers: { "content-type": "application/json" } };
+    return cosSin(await this.tensor("POST", "/v1/encodings/rotary/positions", params, init));
+  }
+
+  /** M-RoPE's position ids and rope delta for a sequence of `segments` (`{text: 5}`,
+   * `{image: [t, h, w]}`, `{video: [t, h, w], seconds_per_grid: 1, frame_text: 2}`), as
+   * Qwen2-VL's, Qwen2.5-VL's or Qwen3-VL's get_rope_index: `{positionIds: [t, h, w] rows of
+   * L numbers, ropeDelta, length, model, spatialMergeSize, tokensPerSecond}`. `params`:
+   * `model`, `spatialMergeSize`, `tokensPerSecond`, `config` (a config.json, whose settings
+   * those override). */
+  async mropePositions(segments, params = {}) {
+    const document = { segments };
+    for (const [name, value] of Object.entries(params)) {
+      if (value === undefined || value === null) continue;
+      document[snake(name)] = name === "config" ? configObject(value) : value;
+    }
+    const init = {
+      body: jsonOf(document, "layout"),
+      headers: { "content-type": "application/json" },
+    };
+    const response = await this.request("POST", "/v1/positions/mrope", { format: "json" }, init);
+    const answer = await response.json();
+    return {
+      positionIds: answer.position_ids,
+      ropeDelta: answer.rope_delta,
+      length: answer.length,
+      model: answer.model,
+      spatialMergeSize: answer.spatial_merge_size,
+      tokensPerSecond: answer.tokens_per_second,
+    };
+  }
+
+  /** Llama 4's query scale by position on its layers without RoPE, `[rows]`:
+   * log1p(floor((p + 1) / floorScale)) * attnScale + 1. */
+  async temperature(params) {
+    return column(only(await this.tensor("GET", "/v1/encodings/temperature", params)));
+  }
+
+  /** Llama 4's query scales from its config.json (as `fromConfig` takes it):
+   * `{scales: [rows], layerTypes}`, `layerTypes` each layer's kind, "rope" or "nope" (the
+   * layers the scales are for), null where the config does not say. */
+  async temperatureFromConfig(config, params = {}) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    const path = "/v1/encodings/temperature/from-config";
+    const { decoded, headers } = await this.tensorAnswer("POST", path, params, init);
+    return { scales: column(only(decoded)), layerTypes: namesOf(headers.get("x-layer-types")) };
   }
 
   /** The ALiBi slopes of `numHeads` heads. */

@@ -199,7 +199,7 @@ def test_rotary_apply_passes_the_engines_parameters(pe: Client) -> None:
     given: dict[str, Any] = {
         key: value for key, value in DYNAMIC.items() if key not in ("max_len", "head_dim")
     }
-    engine = {"engine": "vllm", "cache_dtype": "bfloat16"}
+    engine: dict[str, Any] = {"engine": "vllm", "cache_dtype": "bfloat16"}
     y = pe.rotary_apply(q, offset=50, max_len=64, **given, **engine)
     cos, sin = pe.rotary(**DYNAMIC, **engine)
     assert np.array_equal(y, expected.rotate_half(q, cos[50:55], sin[50:55]))

@@ -55,7 +55,7 @@ def test_rows_at_position_ids(pe: Client, http: httpx.Client) -> None:
     # a list, and int32 ids (sent as int64): the same rows; the scaling's parameters too
     flat_cos, _ = pe.rotary_positions([7, 0, 3], **params)
     assert np.array_equal(flat_cos, cos[0])
-    scaled = {"max_len": 8, "head_dim": 8, "scaling": "linear", "factor": 2.0}
+    scaled: dict[str, Any] = {"max_len": 8, "head_dim": 8, "scaling": "linear", "factor": 2.0}
     scaled_cos, _ = pe.rotary_positions(np.array([5, 1], np.int32), **scaled)
     assert np.array_equal(scaled_cos, get(http, **scaled)[0][[5, 1]])
 

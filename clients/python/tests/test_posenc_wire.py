@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from typing import Any
 
 import httpx
 import numpy as np
@@ -15,10 +16,13 @@ from posenc_client._wire import (
     NPY,
     NPZ,
     array_of,
+    column_of,
     cos_sin_of,
+    names_of,
     problem_of,
     query,
     read_npz,
+    tables_of,
     wire,
     write_config,
 )
@@ -62,6 +66,42 @@ def test_query_values() -> None:
     assert wire("split") == "split"
     assert wire([1, 2.5]) == "1.0,2.5"
     assert query({"a": 1, "b": None, "c": (0.5,)}) == {"a": "1", "c": "0.5"}
+    # M-RoPE's pairs per axis are integers: 16,24,24, as a list or as the text
+    assert query({"mrope_section": [16, 24.0, 24]}) == {"mrope_section": "16,24,24"}
+    assert query({"mrope_section": "16,24,24"}) == {"mrope_section": "16,24,24"}
+    assert query({"mrope_section": [1.5, 2]}) == {"mrope_section": "1.5,2"}  # to refuse
+
+
+def test_header_lists() -> None:
+    assert names_of(None) is None
+    assert names_of("") == []
+    assert names_of("rope, nope,rope") == ["rope", "nope", "rope"]
+    assert names_of("text_config.head_dim, a%2Cb, x%20y") == ["text_config.head_dim", "a,b", "x y"]
+
+
+def npz_of(**members: Any) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **members)
+    return buffer.getvalue()
+
+
+def test_tables_by_layer_type() -> None:
+    one, two = np.ones((2, 4)), np.zeros((2, 4))
+    layered = read_npz(npz_of(**{"a/cos": one, "a/sin": two, "b/cos": two, "b/sin": one}))
+    tables = tables_of(layered)
+    assert list(tables) == ["a", "b"]
+    assert np.array_equal(tables["b"][1], one)
+    assert list(tables_of(read_npz(npz_of(cos=one, sin=two)))) == [""]
+    assert list(tables_of(read_npz(npz_of(cos=one, sin=two)), "full_attention")) == [
+        "full_attention"
+    ]
+    with pytest.raises(ValueError, match="cos and sin of each table"):
+        tables_of(read_npz(npz_of(**{"a/cos": one})))
+    answer = httpx.Response(200, headers={"content-type": NPZ}, content=npz_of(**{"a/cos": one}))
+    with pytest.raises(ValueError, match="give layer_type"):
+        cos_sin_of(answer)
+    column = httpx.Response(200, headers={"content-type": NPY}, content=write_npy(one.T[:, :1]))
+    assert column_of(column).shape == (4,)
 
 
 def test_problems() -> None:
