@@ -165,11 +165,12 @@ def _llama3(inverse: Pair, values: Mapping[str, Any]) -> Pair:
     longest, shortest = _divide(original, low), _divide(original, high)
     longer = _greater(wavelength, longest)
     shorter = _greater(shortest, wavelength)
-    smooth = _divide(
-        _add(_divide(original, wavelength), _negative(low)), _add(high, _negative(low))
-    )
     factor = _constant(values["factor"], like)
-    blend = _add(_divide(_add(_constant(1, like), _negative(smooth)), factor), smooth)
+    with np.errstate(divide="ignore", invalid="ignore"):  # equal factors: no band to blend
+        smooth = _divide(
+            _add(_divide(original, wavelength), _negative(low)), _add(high, _negative(low))
+        )
+        blend = _add(_divide(_add(_constant(1, like), _negative(smooth)), factor), smooth)
     reciprocal = _divide(_constant(1, like), factor)
     return (
         np.where(longer, reciprocal[0], np.where(shorter, 1.0, blend[0])),

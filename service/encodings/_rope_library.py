@@ -112,8 +112,9 @@ def _llama3(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32A
     low, high = values["low_freq_factor"], values["high_freq_factor"]
     wavelength = _reciprocal(inv) * F32(2 * math.pi)
     scaled = np.where(wavelength > F32(original / low), _over(inv, factor), inv)
-    smooth = _over(_reciprocal(wavelength) * F32(original) - F32(low), high - low)
-    smoothed = _over((F32(1) - smooth) * scaled, factor) + smooth * scaled
+    with np.errstate(divide="ignore", invalid="ignore"):  # equal factors: no band to blend
+        smooth = _over(_reciprocal(wavelength) * F32(original) - F32(low), high - low)
+        smoothed = _over((F32(1) - smooth) * scaled, factor) + smooth * scaled
     medium = ~(wavelength < F32(original / high)) & ~(wavelength > F32(original / low))
     return np.asarray(np.where(medium, smoothed, scaled))
 

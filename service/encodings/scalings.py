@@ -174,9 +174,12 @@ def _attention(value: float, derived: tuple[str, str] | None = None) -> float:
 
 
 def _above(given: Mapping[str, Any], name: str, low: float) -> float:
+    """high_freq_factor: at least low_freq_factor. Equal ones (Llama 4 Scout's 1 and 1)
+    leave no band to blend: each pair is scaled by 1/factor or not at all, as transformers
+    (which only warns) and vLLM's ``llama3_rope.py`` compute it."""
     value = _positive(given, name)
-    if value <= float(low):
-        raise InvalidParameter(name, f"must be above low_freq_factor ({low})")
+    if value < float(low):
+        raise InvalidParameter(name, f"must be at least low_freq_factor ({low})")
     return value
 
 

@@ -54,7 +54,9 @@ def take(key: TemperatureKey, positions: NDArray[np.int64]) -> Rows:
     if key.rounding == "library":
         one = np.float32(1)
         steps = np.floor((positions.astype(np.float32) + one) / np.float32(key.floor_scale))
-        scales = np.log1p(steps) * np.float32(key.attn_scale) + one
+        # log1p rounded once to float32, as torch's is; numpy's float32 log1p is not
+        logs = np.log1p(steps.astype(np.float64)).astype(np.float32)
+        scales = logs * np.float32(key.attn_scale) + one
     else:  # the steps exactly (integers), the rest in float64, rounded once below
         steps64 = np.floor((positions + 1) / key.floor_scale)
         scales = np.log1p(steps64) * key.attn_scale + 1.0
