@@ -120,7 +120,7 @@ def _llama3(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32A
 
 
 def cos_sin(
-    positions: NDArray[np.int64], inverse: Float32Array, attention: float
+    positions: NDArray[np.int64] | Float32Array, inverse: Float32Array, attention: float
 ) -> tuple[Float32Array, Float32Array]:
     """``cos`` and ``sin`` of ``position.float() * inv_freq`` in float32, times the
     attention factor in float32 (when it is not 1)."""

@@ -39,8 +39,9 @@ class TemperatureKey:
     rounding: Rounding = "library"
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.floor_scale) and self.floor_scale > 0):
-            raise InvalidParameter("floor_scale", "must be a positive finite number")
+        if not (math.isfinite(self.floor_scale) and self.floor_scale >= 1):
+            # below 1 it is no floor: float32 division by a tiny one overflows
+            raise InvalidParameter("floor_scale", "must be a finite number of at least 1")
         if not (math.isfinite(self.attn_scale) and self.attn_scale >= 0):
             raise InvalidParameter("attn_scale", "must be a non-negative finite number")
 

@@ -7,7 +7,12 @@ from typing import Final
 from service import handlers
 from service.encodings import temperature
 from service.schemas.hf_config import read_config
-from service.schemas.llama4 import TemperatureFromConfig, TemperatureQuery, temperature_query
+from service.schemas.llama4 import (
+    TemperatureDocument,
+    TemperatureFromConfig,
+    TemperatureQuery,
+    temperature_query,
+)
 from service.web import declared
 
 TABLE: Final = declared.Declared(
@@ -16,7 +21,7 @@ TABLE: Final = declared.Declared(
     key=TemperatureQuery.key,
     block=lambda query, key: handlers.Block(key, query.start, query.row_stop, 0, 1, query.max_len),
     describe=TemperatureQuery.describe,
-    document=TemperatureQuery,
+    document=TemperatureDocument,
     operation_id="getTemperatureTable",
     summary="Llama 4's query scale by position on its layers without RoPE: "
     "log1p(floor((p + 1) / floor_scale)) * attn_scale + 1.",

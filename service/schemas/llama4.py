@@ -35,7 +35,7 @@ class TemperatureQuery(BaseModel):
 
     max_len: int = Field(ge=1, le=POSITION_CEILING + 1, description="Positions 0 .. max_len-1.")
     floor_scale: float = Field(
-        DEFAULT_FLOOR_SCALE, gt=0, le=1e12, allow_inf_nan=False, description="Llama 4's (8192)."
+        DEFAULT_FLOOR_SCALE, ge=1, le=1e12, allow_inf_nan=False, description="Llama 4's (8192)."
     )
     attn_scale: float = Field(
         DEFAULT_ATTN_SCALE, ge=0, le=1000, allow_inf_nan=False, description="Llama 4's (0.1)."
@@ -71,6 +71,20 @@ class TemperatureQuery(BaseModel):
         """The JSON answer's fields before ``data``."""
         fields = self.model_dump(exclude={"format", "stop"})
         return {**fields, "stop": self.row_stop, "shape": [self.row_stop - self.start, 1]}
+
+
+class TemperatureDocument(BaseModel):
+    """The scales as JSON: the parameters, then ``data``, one row of one scale a position."""
+
+    max_len: int
+    floor_scale: float
+    attn_scale: float
+    start: int
+    stop: int
+    rounding: Rounding
+    dtype: DType
+    shape: list[int] = Field(description="[stop - start, 1]")
+    data: list[list[float]] = Field(description="The scale at each position, rows by position.")
 
 
 class TemperatureFromConfig(BaseModel):
