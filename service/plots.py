@@ -218,3 +218,37 @@ def similarity(
         height=height,
         cmap=cmap,
     )
+
+
+def audit(
+    lines: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+    thresholds: Sequence[float],
+    *,
+    title: str,
+    width: int = 900,
+    height: int = 560,
+) -> bytes:
+    """An audit's error against position, log-log: one line per path (``name``, the bands'
+    geometric middles, their largest errors), the thresholds dashed."""
+    wrapped = _wrap(title, width - _LEFT)
+    top = 24 + 16 * (wrapped.count("\n") + 1)
+    figure = _figure(width, height)
+    right = 190  # the legend, beside the plot
+    plot = (_LEFT / width, _BOTTOM / height, (width - _LEFT - right) / width)
+    axes = figure.add_axes((*plot, (height - top - _BOTTOM) / height))
+    floor = 1e-12  # an error of 0 (exact entries) is drawn at the floor of the log scale
+    for name, middles, errors in lines:
+        axes.plot(middles, np.maximum(np.asarray(errors), floor), marker=".", label=name)
+    for threshold in thresholds:
+        axes.axhline(threshold, color="#b2182b", linestyle="--", linewidth=0.8)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("position (middle of each band)")
+    axes.set_ylabel("largest |error| in the band")
+    axes.set_title(wrapped, fontsize="medium")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    out = io.BytesIO()
+    figure.savefig(
+        out, format="png", dpi=DPI, metadata={"Software": None}, pil_kwargs={"compress_level": 1}
+    )
+    return out.getvalue()

@@ -17,6 +17,7 @@ from service.routes import (
     sinusoidal,
     temperature,
 )
+from service.web import compare
 from service.web.declared import Declared
 from service.web.families import router
 
@@ -38,4 +39,5 @@ ROUTERS: list[APIRouter] = [
     inference.router,
     explorer.router,
     docs.router,
+    compare.router(FAMILIES),
 ]

@@ -43,6 +43,7 @@ TABLE: Final = declared.Declared(
     shape="2,rows,rotary_dim",
     width_name="2 × rotary_dim",
     path_in_etag=False,
+    audit=True,
     from_document=declared.FromDocument(
         read=read_config,
         fields=rotary_query,

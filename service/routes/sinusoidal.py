@@ -36,6 +36,7 @@ TABLE: Final = declared.Declared(
     summary="A sinusoidal positional-encoding table, or a block of it.",
     width_name="d_model",
     path_in_etag=False,
+    audit=True,
 )
 
 

@@ -28,6 +28,7 @@ TABLE: Final = declared.Declared(
     answer="The scales: (rows, 1).",
     shape="rows,1",
     tag="rotary",
+    audit=True,
     from_document=declared.FromDocument(
         read=read_config,
         fields=temperature_query,

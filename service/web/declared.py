@@ -87,6 +87,9 @@ class Declared(Generic[Q, K]):
     # families whose tags predate the seam, which clients and caches hold
     path_in_etag: bool = True
     tag: str = ""  # its routes' group in the OpenAPI document; default the family's name
+    # ``GET /v1/audit/{name}`` (:mod:`service.web.audits`): a cached family of rows whose
+    # key has ``rounding`` and ``dtype``
+    audit: bool = False
 
     @property
     def resource(self) -> str:

@@ -24,7 +24,7 @@ from service.encodings.registry import Key
 from service.errors import InvalidParameter
 from service.runtime import Runtime
 from service.schemas.common import Read
-from service.web import layered, openapi, positions
+from service.web import audits, layered, openapi, positions
 from service.web.declared import Declared, FromDocument, K, Q
 from service.web.deps import endpoint
 from service.web.documents import located, posted_document
@@ -84,6 +84,8 @@ def router(declared: Declared[Any, Any]) -> APIRouter:
         _from_document(routes, declared, declared.from_document, ok)
     if declared.positions is not None:
         positions.route(routes, declared, declared.positions)
+    if declared.audit:
+        audits.route(routes, declared)
     return routes
 
 

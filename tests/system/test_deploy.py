@@ -142,6 +142,9 @@ def test_the_cached_locations_are_the_immutable_routes() -> None:
         "/v1/biases/alibi",
         "/v1/biases/alibi/slopes",
         "/v1/encodings/temperature",
+        "/v1/audit/rotary",
+        "/v1/audit/sinusoidal",
+        "/v1/audit/temperature",
     }
     assert {path for path in posts if cached.match(path)} == exact
 

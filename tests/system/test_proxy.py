@@ -279,6 +279,7 @@ def test_a_popular_table_is_computed_at_most_once_per_replica(deployment: Deploy
         pytest.param("/v1/biases/alibi?num_heads=4&max_len=32&format=npy", id="alibi-bias"),
         pytest.param(f"{SIMILARITY}?max_len=32&d_model=16&base=23", id="similarity-picture"),
         pytest.param("/v1/encodings/temperature?max_len=9000&start=8190", id="temperature"),
+        pytest.param("/v1/audit/rotary?max_len=4096&head_dim=64", id="audit"),
     ],
 )
 def test_every_immutable_answer_is_cached(deployment: Deployment, path: str) -> None:

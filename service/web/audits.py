@@ -1,0 +1,106 @@
+"""``GET /v1/audit/{family}``, for any family that declares it (:attr:`Declared.audit`): the
+family's table parameters and what to audit; the answer is :mod:`service.audit`'s, as JSON
+or as a PNG, with a strong ETag and ``immutable`` (an audit is a pure function of its
+parameters), computed off the event loop."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+import anyio
+import orjson
+from fastapi import APIRouter, Request, Response
+
+from service import plots
+from service.audit import bands, report
+from service.codecs.types import MEDIA_TYPES
+from service.encodings import registry
+from service.runtime import Runtime
+from service.schemas.audit import DROPPED, AuditFields, audit_query, chosen, edges
+from service.web import openapi
+from service.web.conditional import IMMUTABLE, fields_etag
+from service.web.declared import Declared
+from service.web.deps import endpoint
+from service.web.disconnect import unless_gone
+from service.web.documents import located
+from service.web.responses import not_modified
+
+# Bump when an audit's answer changes for the same parameters.
+AUDIT_REVISION: Final = "1"
+REFERENCE: Final = "the exact table (rounding=exact) in float64"
+
+
+def route(routes: APIRouter, declared: Declared[Any, Any]) -> None:
+    """``GET /v1/audit/{name}`` on ``routes``."""
+    name = declared.family.name
+    query_model = audit_query(declared.query, f"{name.title().replace('-', '')}AuditQuery")
+
+    async def get(query: Any, request: Request, runtime: Runtime) -> Response:
+        # what the client gave: a default the table's query leaves out (a preset's base)
+        # must stay out
+        asked = query.model_dump(exclude_unset=True, exclude=set(AuditFields.model_fields))
+        with located(asked):
+            table = declared.query.model_validate(asked)
+            key = await declared.key_of(runtime, table)
+        max_len = int(table.max_len)
+        limits = runtime.limits
+        limits.last_position(max_len - 1 + registry.shift(key), "the last position audited")
+        paths = chosen(query.paths, report.names(key))
+        cuts = edges(query.bands, max_len)
+        evaluated = len(bands.plan(bands.bands(max_len, cuts)))
+        # each path's entries and the exact ones, at every position evaluated
+        limits.rows(evaluated * (len(paths) + 1), key.width, "positions audited × paths × width")
+        fmt = query.format or "json"
+        if fmt == "png":
+            plots.require()
+        described = {
+            field: value
+            for field, value in declared.describe(table, key).items()
+            if field not in DROPPED and field != "shape"
+        }
+        fields = {**described, "paths": paths, "bands": cuts}
+        parts = (AUDIT_REVISION, name, fmt, plots.version() if fmt == "png" else "")
+        headers = {"etag": fields_etag(*parts, fields=fields), "cache-control": IMMUTABLE}
+        unchanged = not_modified(request, headers)
+        if unchanged is not None:
+            return unchanged
+        work = functools.partial(report.audit, key, max_len, paths, cuts)
+        found = await unless_gone(request, lambda: runtime.compute(evaluated * key.width, work))
+        document = {"family": name, "parameters": described, "reference": REFERENCE, **found}
+        if fmt == "json":
+            body = orjson.dumps(document)
+            return Response(body, headers={**headers, "content-type": MEDIA_TYPES["json"]})
+        picture = await anyio.to_thread.run_sync(
+            functools.partial(_picture, document), limiter=runtime.painter
+        )
+        return Response(picture, media_type="image/png", headers=headers)
+
+    routes.add_api_route(
+        f"/v1/audit/{name}",
+        endpoint(get, query_model),
+        methods=["GET"],
+        operation_id=f"audit{name.title().replace('-', '')}",
+        summary=f"How far each computation path's {name} table is from the exact one, by "
+        "position band: the largest and mean error, where it first passes 1e-3, 1e-2, 1e-1.",
+        response_class=Response,
+        responses={
+            200: {
+                "content": {"application/json": {}, "image/png": openapi.BINARY},
+                "description": "The audit, JSON ({paths: [...]}) or a PNG.",
+            },
+            304: openapi.NOT_MODIFIED,
+            **openapi.problems_of(422, 501),
+        },
+    )
+
+
+def _picture(document: dict[str, Any]) -> bytes:
+    lines = []
+    for path in document["paths"]:
+        spans = path["bands"]
+        middles = [max(0.5, (span["start"] * max(span["stop"] - 1, 1)) ** 0.5) for span in spans]
+        lines.append((path["name"], middles, [span["max_error"] for span in spans]))
+    parameters = ", ".join(f"{k}={v}" for k, v in document["parameters"].items())
+    title = f"{document['family']} audit against {REFERENCE}\n{parameters}"
+    return plots.audit(lines, bands.THRESHOLDS, title=title)

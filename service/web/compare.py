@@ -1,0 +1,146 @@
+"""``POST /v1/compare``: two tables side by side, each given as a family's ``GET``
+parameters or as a model's config with from-config's (``{"family": "rotary", "config":
+{...}, "parameters": {"engine": "vllm"}}``), over a range of positions: their difference
+by band, where it first passes the thresholds, and each rotary pair's angle drift
+(:mod:`service.audit.compare`). transformers' YaRN against vLLM's for one config, a
+training config against an inference one, ``library`` against ``exact``: one request."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import numpy as np
+import orjson
+from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from service.audit import bands, compare
+from service.codecs.types import MEDIA_TYPES
+from service.encodings.registry import Key
+from service.errors import InvalidInput
+from service.runtime import Runtime
+from service.schemas.common import Read
+from service.schemas.hf_config import read_config
+from service.settings import POSITION_CEILING
+from service.web import openapi
+from service.web.declared import Declared
+from service.web.deps import RuntimeDep
+from service.web.disconnect import unless_gone
+from service.web.documents import posted_document
+
+PATH: Final = "/v1/compare"
+
+
+class Table(BaseModel):
+    """One table: a family and its ``GET`` parameters, or a config and from-config's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    family: str = Field(description="rotary, sinusoidal or temperature.")
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] | None = Field(None, description="A model's config.json.")
+
+
+class Comparison(BaseModel):
+    """Two tables and the positions to compare them over."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    a: Table
+    b: Table
+    start: int = Field(0, ge=0, le=POSITION_CEILING)
+    stop: int = Field(ge=1, le=POSITION_CEILING + 1)
+
+
+def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
+    """The route, for the ``families`` cached by rows."""
+    known = {each.family.name: each for each in families if each.family.block is None}
+    routes = APIRouter(tags=["audit"])
+
+    async def post(request: Request, runtime: RuntimeDep) -> Response:
+        document = await posted_document(request, runtime, read_config)
+        try:
+            asked = Comparison.model_validate(document)
+        except ValidationError as exc:
+            errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+            raise RequestValidationError(errors) from None
+        if asked.stop <= asked.start:
+            raise InvalidInput("stop", f"must be above start ({asked.start})")
+        a = await _key(runtime, known, asked.a, "a", asked.stop)
+        b = await _key(runtime, known, asked.b, "b", asked.stop)
+        origin = np.zeros(1, dtype=np.int64)
+        width_a, width_b = (compare.values(key, origin).shape[1] for key in (a, b))
+        if width_a != width_b:
+            raise InvalidInput(
+                "b", f"its entries are {width_b} a row, a's {width_a}: not comparable"
+            )
+        limits = runtime.limits
+        limits.last_position(asked.stop - 1, "the last position compared")
+        evaluated = len(bands.plan(bands.bands(asked.stop)))
+        limits.rows(2 * evaluated, width_a, "positions compared × 2 × width")
+        work = functools.partial(compare.compare, a, b, asked.start, asked.stop)
+        found = await unless_gone(request, lambda: runtime.compute(evaluated * width_a, work))
+        body = orjson.dumps({"start": asked.start, "stop": asked.stop, **found})
+        headers = {"content-type": MEDIA_TYPES["json"], "cache-control": "no-store"}
+        return Response(body, headers=headers)
+
+    routes.add_api_route(
+        PATH,
+        post,
+        methods=["POST"],
+        operation_id="compareTables",
+        summary="Two tables side by side: their difference by position band, where it first "
+        "passes 1e-3, 1e-2, 1e-1, and each rotary pair's angle drift.",
+        response_class=Response,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": openapi.inline(Comparison.model_json_schema())}
+                },
+            }
+        },
+        responses={
+            200: {"content": {"application/json": {}}, "description": "The comparison."},
+            **openapi.problems_of(400, 413, 415, 422),
+        },
+    )
+    return routes
+
+
+async def _key(
+    runtime: Runtime, known: Mapping[str, Declared[Any, Any]], table: Table, name: str, stop: int
+) -> Key:
+    """The key ``table`` names; its refusals located in the body (``a.parameters.base``)."""
+    declared = known.get(table.family)
+    if declared is None:
+        raise InvalidInput(f"{name}.family", f"must be one of {', '.join(known)}")
+    parameters = dict(table.parameters)
+    if table.config is not None:
+        spec = declared.from_document
+        if spec is None:
+            raise InvalidInput(f"{name}.config", f"{table.family} tables are not read from configs")
+        got = spec.fields(table.config, parameters)
+        read = got if isinstance(got, Read) else Read({"": got})
+        if "" not in read.tables:
+            raise InvalidInput(
+                f"{name}.parameters.layer_type",
+                f"the config makes one table per layer type ({', '.join(read.tables)}): name one",
+            )
+        for field in spec.reading:
+            parameters.pop(field, None)
+        parameters = {**read.tables[""], **parameters}
+    parameters.setdefault("max_len", stop)
+    try:
+        query = declared.query.model_validate(parameters)
+        key: Key = await declared.key_of(runtime, query)
+        return key
+    except ValidationError as exc:
+        errors = [
+            {**e, "loc": ("body", name, "parameters", *e["loc"])}
+            for e in exc.errors(include_url=False)
+        ]
+        raise RequestValidationError(errors) from None

@@ -1,0 +1,78 @@
+"""The audit's paths against tables a real GPU made (``../shared/reference/cuda``: an H200,
+torch 2.11, transformers 5.17): the ``bf16-table`` path is the GPU's bfloat16 table bit for
+bit wherever the GPU's inverse frequencies are the CPU's, and every entry the GPU computed
+in float32 lies inside the ``device`` envelope (the margin measured here is in the docs)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import numpy as np
+import pytest
+
+from service.audit import envelope, paths
+from service.encodings.rotary import RotaryKey
+from service.schemas.mrope import RopeQuery
+from tests.support import ROOT
+
+CUDA: Final = ROOT.parent / "shared" / "reference" / "cuda"
+SEQUENCE: Final = 16777248  # every position in one forward: dynamic's and longrope's length
+# the envelope's margin over the GPU: its largest error over the envelope, measured
+MARGINS: Final = {"llama31": 0.66, "dynamic": 0.57, "longrope": 0.86}
+
+pytestmark = pytest.mark.skipif(not CUDA.is_dir(), reason=f"no GPU tables at {CUDA}")
+
+
+def key_of(case: str) -> RotaryKey:
+    found = json.loads((CUDA / "info.json").read_text())["cases"][case]
+    rope = dict(found["rope"])
+    query: dict[str, Any] = {
+        "head_dim": found["head_dim"],
+        "base": rope.pop("rope_theta"),
+        "scaling": rope.pop("rope_type"),
+        "max_len": SEQUENCE,
+    }
+    query |= {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in rope.items()}
+    if query["scaling"] in ("dynamic", "longrope"):
+        query["max_position_embeddings"] = found["mpe"]
+    return RopeQuery.model_validate(query).key()
+
+
+def widened(bits: Any) -> Any:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("case", list(MARGINS))
+def test_the_bf16_table_is_the_gpus(case: str) -> None:
+    key, tables = key_of(case), np.load(CUDA / f"rope_{case}.npz")
+    positions = tables["positions"].astype(np.int64)
+    ours = {path.name: path for path in paths.COMMON}["bf16-table"].values(key, positions)
+    theirs = np.concatenate([widened(tables["cuda_bf16_cos"]), widened(tables["cuda_bf16_sin"])], 1)
+    agree = tables["cuda_inv_freq"] == tables["cpu_inv_freq"]
+    columns = np.concatenate([agree, agree])
+    assert columns.any()  # dynamic: 5 of 64 agree (its base is recomputed on the device)
+    assert np.array_equal(ours[:, columns], theirs[:, columns])
+
+
+@pytest.mark.parametrize("case", list(MARGINS))
+def test_every_gpu_entry_is_inside_the_device_envelope(case: str) -> None:
+    key, tables = key_of(case), np.load(CUDA / f"rope_{case}.npz")
+    positions = tables["positions"].astype(np.int64)
+    exact = paths.exact(key, positions)
+    gpu = np.concatenate([tables["cuda_cos"], tables["cuda_sin"]], 1).astype(np.float64)
+    bound, _ = envelope.bounds(key, positions)
+    ratio = np.abs(gpu - exact) / np.concatenate([bound, bound], 1)
+    assert ratio.max() <= MARGINS[case]
+    assert ratio.max() > MARGINS[case] - 0.02  # the margin the docs give is the measured one
+
+
+def test_position_casts() -> None:
+    positions = np.array([256, 257, 258, 2049, 65504, 65520, 1 << 24, (1 << 24) + 1])
+    bf16 = paths.cast(positions, "bfloat16")
+    assert bf16.tolist()[:3] == [256, 256, 258]  # ties to even
+    fp16 = paths.cast(positions, "float16")
+    assert fp16[3] == 2048
+    assert fp16[4] == 65504
+    assert np.isinf(fp16[5])  # past float16's largest: infinite
+    assert paths.cast(positions, "float32")[-1] == 1 << 24

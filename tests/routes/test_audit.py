@@ -1,0 +1,159 @@
+"""``GET /v1/audit/{family}``: each computation path's error against the exact table by
+position band, where it first passes the thresholds and, for rotary tables, where a pair
+first points the wrong way. The figures are checked against the service's own tables,
+fetched by their ``GET`` (another path through the code), and against what a cast does."""
+
+from __future__ import annotations
+
+import io
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from service.app import create_app
+from service.settings import Settings
+from tests.support import assert_problem, in_process
+
+LLAMA = (
+    "head_dim=128&base=500000&scaling=llama3&factor=8&low_freq_factor=1&high_freq_factor=4"
+    "&original_max_position_embeddings=8192"
+)
+ROTARY_PATHS = [
+    "library",
+    "bf16-table",
+    "fp16-table",
+    "float32-positions",
+    "bf16-positions",
+    "fp16-positions",
+    "bf16-frequencies",
+    "tf32-angles",
+    "device",
+]
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with in_process(create_app(Settings())) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def llama(http: httpx.Client) -> dict[str, Any]:
+    answer = http.get(f"/v1/audit/rotary?max_len=131072&{LLAMA}")
+    assert answer.status_code == 200, answer.text
+    document: dict[str, Any] = answer.json()
+    return document
+
+
+def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {path["name"]: path for path in document["paths"]}
+
+
+def pairs(http: httpx.Client, query: str) -> Any:
+    """Each pair's cos and sin once, (rows, 2 * pairs) in float64, from the GET."""
+    answer = http.get(f"/v1/encodings/rotary?{query}&format=npz")
+    assert answer.status_code == 200, answer.text
+    with np.load(io.BytesIO(answer.content)) as archive:
+        half = archive["cos"].shape[1] // 2
+        return np.concatenate([archive["cos"][:, :half], archive["sin"][:, :half]], 1)
+
+
+def test_every_path_is_answered_over_every_band(llama: dict[str, Any]) -> None:
+    assert [path["name"] for path in llama["paths"]] == ROTARY_PATHS
+    assert llama["thresholds"] == ["1e-3", "1e-2", "1e-1"]
+    assert llama["parameters"]["scaling"] == "llama3"
+    for path in llama["paths"]:
+        spans = path["bands"]
+        assert spans[0]["start"] == 0
+        assert spans[-1]["stop"] == 131072
+        assert all(a["stop"] == b["start"] for a, b in itertools.pairwise(spans))
+        assert all(span["samples"] >= 1 for span in spans)
+        assert all(0 <= span["mean_error"] <= span["max_error"] <= 2 for span in spans)
+        assert path["description"]
+        assert set(path["first_over"]) == {"1e-3", "1e-2", "1e-1"}
+        assert "first_misdirected" in path
+
+
+def test_the_library_path_is_the_library_tables_error(
+    http: httpx.Client, llama: dict[str, Any]
+) -> None:
+    """Below every_position_below every position is evaluated: the figures are the GET
+    tables' own; the first crossings are exact below exact_below."""
+    window = f"max_len=16384&{LLAMA}"
+    library = pairs(http, f"{window}&rounding=library")
+    exact = pairs(http, f"{window}&rounding=exact&dtype=float64")
+    errors = np.abs(library.astype(np.float64) - exact).max(axis=1)
+    path = by_name(llama)["library"]
+    assert llama["exact_below"] >= 16384
+    assert path["first_over"]["1e-3"] == int(np.flatnonzero(errors > 1e-3)[0])
+    for span in path["bands"]:
+        if span["stop"] <= llama["every_position_below"]:
+            assert span["samples"] == span["stop"] - span["start"]
+            assert span["max_error"] == pytest.approx(errors[span["start"] : span["stop"]].max())
+
+
+def test_casts_lose_the_integers_they_cannot_hold(llama: dict[str, Any]) -> None:
+    paths = by_name(llama)
+    assert paths["bf16-positions"]["first_over"]["1e-3"] == 257  # bfloat16 holds 0..256
+    assert paths["fp16-positions"]["first_over"]["1e-3"] == 2049  # float16 holds 0..2048
+    # float32 positions are the library's own (transformers' position_ids.float())
+    assert paths["float32-positions"]["bands"] == paths["library"]["bands"]
+    assert paths["library"]["first_misdirected"] is None  # to 131072, float32 holds them
+    assert paths["bf16-table"]["first_over"]["1e-3"] == 1  # cos(1) in bfloat16: 1.2e-3 off
+
+
+def test_past_2_24_float32_positions_misdirect(http: httpx.Client) -> None:
+    answer = http.get(f"/v1/audit/rotary?max_len={1 << 25}&{LLAMA}&paths=library")
+    path = answer.json()["paths"][0]
+    assert path["first_misdirected"] == (1 << 24) + 3  # rounded down by 4: pair 0 turns back
+
+
+def test_paths_and_bands_as_asked(http: httpx.Client) -> None:
+    answer = http.get(f"/v1/audit/rotary?max_len=4096&{LLAMA}&paths=device,library&bands=100,3000")
+    document = answer.json()
+    assert [path["name"] for path in document["paths"]] == ["device", "library"]
+    spans = [(s["start"], s["stop"]) for s in document["paths"][0]["bands"]]
+    assert spans == [(0, 100), (100, 3000), (3000, 4096)]
+    for query, words in [
+        ("paths=library,bf32-table", ["paths", "bf32-table"]),
+        ("bands=0,5", ["bands", "from 1"]),
+        ("bands=5,4096", ["bands"]),
+        ("bands=a", ["bands", "positions"]),
+        ("start=3", ["start"]),
+        ("format=npy", ["format"]),
+    ]:
+        assert_problem(http.get(f"/v1/audit/rotary?max_len=4096&{LLAMA}&{query}"), 422, *words)
+
+
+def test_an_audit_is_immutable_and_drawn(http: httpx.Client) -> None:
+    url = f"/v1/audit/rotary?max_len=65536&{LLAMA}"
+    first = http.get(url)
+    assert first.headers["cache-control"].endswith("immutable")
+    assert http.get(url, headers={"if-none-match": first.headers["etag"]}).status_code == 304
+    picture = http.get(url + "&format=png")
+    assert picture.headers["content-type"] == "image/png"
+    assert picture.content.startswith(b"\x89PNG")
+    assert picture.headers["etag"] != first.headers["etag"]
+
+
+def test_a_sinusoidal_preset_and_llama4s_temperature(http: httpx.Client) -> None:
+    sinusoidal = http.get("/v1/audit/sinusoidal?max_len=100000&d_model=64&preset=fairseq")
+    assert sinusoidal.status_code == 200, sinusoidal.text
+    paths = by_name(sinusoidal.json())
+    assert list(paths) == ROTARY_PATHS[:6]
+    assert "first_misdirected" not in paths["library"]
+    assert paths["bf16-positions"]["first_over"]["1e-3"] == 257
+    temperature = http.get("/v1/audit/temperature?max_len=1000000")
+    assert temperature.status_code == 200, temperature.text
+    library = by_name(temperature.json())["library"]
+    assert library["first_over"]["1e-3"] is None  # float32 keeps the scales to 1e-6
+
+
+def test_an_audit_is_bounded_before_it_runs(http: httpx.Client) -> None:
+    answer = http.get("/v1/audit/rotary?max_len=2147483648&head_dim=16384")
+    assert_problem(answer, 422, "positions audited")
+    assert_problem(http.get("/v1/audit/rotary?max_len=2147483649&head_dim=8"), 422, "max_len")
