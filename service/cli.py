@@ -21,6 +21,7 @@ import httpx
 from service.codecs.types import FORMATS
 from service.settings import Settings, from_environment
 
+AUDIT_FORMATS: Final = ("json", "png")
 _DESCRIPTION: Final = """\
 Positional encodings of transformer models: computed, cached and served over HTTP.
 
@@ -28,13 +29,15 @@ Settings are PE_* environment variables (docs/settings.md); `serve` reads them."
 _EXPORT: Final = """\
 Write a family's table to a file (or standard output) without a server: the answer the
 service would give to GET /v1/encodings/FAMILY?NAME=VALUE&... (or, with --config, to
-POST .../from-config with that config.json), byte for byte.
+POST .../from-config with that config.json), byte for byte; with --audit, the precision
+audit of that table (GET /v1/audit/FAMILY: json, or png).
 
 examples:
   python -m service export sinusoidal max_len=512 d_model=512 -o pe.npy
   python -m service export rotary max_len=8192 head_dim=128 base=500000 --format npz -o rope.npz
   python -m service export rotary --config config.json --format safetensors -o rope.safetensors
-  python -m service export alibi num_heads=4 max_len=64 --format json"""
+  python -m service export alibi num_heads=4 max_len=64 --format json
+  python -m service export rotary --config config.json --audit -o audit.json"""
 
 
 class ExportError(Exception):
@@ -60,22 +63,25 @@ def export(
     fmt: str | None = None,
     config: Mapping[str, Any] | bytes | None = None,
     settings: Settings | None = None,
+    audit: bool = False,
 ) -> bytes:
     """The bytes of ``family``'s table in ``fmt`` (default npy; or ``parameters``'
     ``format``), as ``GET`` with ``parameters`` (or ``POST .../from-config`` with ``config``,
     a parsed ``config.json`` or its bytes) answers them under ``settings`` (default: the
     environment's, without its gRPC port or preload); :class:`ExportError` with the
-    problem's status and detail where it refuses. Callable where an event loop runs (a
-    notebook's): the app then runs in a thread of its own."""
-    paths = _paths()
+    problem's status and detail where it refuses. With ``audit``, the precision audit of
+    that table instead (``GET /v1/audit/FAMILY``: JSON, or ``png``). Callable where an
+    event loop runs (a notebook's): the app then runs in a thread of its own."""
+    paths = _audits() if audit else _paths()
     if family not in paths:
         raise ExportError(404, f"no family {family!r}; there are {', '.join(paths)}")
     given = dict(parameters or {})
     if fmt is not None and given.get("format", fmt) != fmt:
         raise ExportError(422, "format: give it once (as fmt, or among the parameters)")
-    fmt = str(given.pop("format", fmt or "npy"))
-    if fmt not in FORMATS:
-        raise ExportError(422, f"format: must be one of {', '.join(FORMATS)}")
+    allowed = AUDIT_FORMATS if audit else FORMATS
+    fmt = str(given.pop("format", fmt or allowed[0] if audit else fmt or "npy"))
+    if fmt not in allowed:
+        raise ExportError(422, f"format: must be one of {', '.join(allowed)}")
     query = {
         name: str(value).lower() if isinstance(value, bool) else str(value)
         for name, value in {**given, "format": fmt}.items()
@@ -86,6 +92,13 @@ def export(
         return _run(_ask(quiet, "GET", paths[family], query, None))
     body = config if isinstance(config, bytes) else json.dumps(config).encode()
     return _run(_ask(quiet, "POST", paths[family] + "/from-config", query, body))
+
+
+def _audits() -> dict[str, str]:
+    """Each audited family's name and the path of its audit."""
+    from service.routes import FAMILIES
+
+    return {each.family.name: f"/v1/audit/{each.family.name}" for each in FAMILIES if each.audit}
 
 
 def _run(work: Coroutine[Any, Any, bytes]) -> bytes:
@@ -139,8 +152,12 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument("family", help="sinusoidal, rotary, alibi, alibi-slopes, ...")
     out.add_argument("parameters", nargs="*", metavar="NAME=VALUE", help="the GET's parameters")
     out.add_argument(
-        "--format", default=None, choices=FORMATS, help="default: the output's suffix, else npy"
+        "--format",
+        default=None,
+        choices=sorted({*FORMATS, *AUDIT_FORMATS}),
+        help="default: the output's suffix, else npy (json for --audit)",
     )
+    out.add_argument("--audit", action="store_true", help="the table's precision audit")
     out.add_argument("--config", type=Path, help="a model's config.json (rotary): from-config")
     out.add_argument("-o", "--output", type=Path, help="the file to write; default standard output")
     return main
@@ -158,17 +175,26 @@ def run_export(arguments: argparse.Namespace, settings: Settings) -> int:
             return 2
         given[name] = value
     fmt = arguments.format
+    allowed = AUDIT_FORMATS if arguments.audit else FORMATS
     if fmt is None and arguments.output is not None and "format" not in given:
         fmt = arguments.output.suffix.lstrip(".")
-        if fmt not in FORMATS:
-            sys.stderr.write(f"export: {arguments.output}: give --format ({', '.join(FORMATS)})\n")
+        if fmt not in allowed:
+            sys.stderr.write(f"export: {arguments.output}: give --format ({', '.join(allowed)})\n")
             return 2
-    if arguments.output is None and sys.stdout.isatty() and (fmt or given.get("format")) != "json":
+    text = (fmt or given.get("format") or ("json" if arguments.audit else "npy")) == "json"
+    if arguments.output is None and sys.stdout.isatty() and not text:
         sys.stderr.write("export: a binary table is not written to a terminal: give -o FILE\n")
         return 2
     try:
         config = arguments.config.read_bytes() if arguments.config else None
-        data = export(arguments.family, given, fmt=fmt, config=config, settings=settings)
+        data = export(
+            arguments.family,
+            given,
+            fmt=fmt,
+            config=config,
+            settings=settings,
+            audit=arguments.audit,
+        )
         if arguments.output is None:
             sys.stdout.buffer.write(data)
         else:

@@ -173,3 +173,33 @@ def test_a_command_line_it_cannot_use_is_one_line(tmp_path: Path) -> None:
     missing = run("export", "rotary", "--config", str(tmp_path / "none.json"), "-o", "x.npz")
     assert missing.returncode == 1
     assert missing.stderr.decode().strip().endswith("No such file or directory")
+
+
+def test_an_audit_is_exported(tmp_path: Path, http: httpx.Client) -> None:
+    """``--audit`` writes the table's precision audit: the answer of GET /v1/audit/FAMILY."""
+    parameters: dict[str, str | int] = {
+        "max_len": 4096,
+        "head_dim": 64,
+        "paths": "library,bf16-positions",
+    }
+    document = cli.export("rotary", parameters, audit=True)
+    assert document == http.get("/v1/audit/rotary", params=parameters).content
+    assert orjson.loads(document)["paths"][1]["first_over"]["1e-3"] == 257
+    config = tmp_path / "config.json"
+    config.write_bytes(orjson.dumps(CONFIG))
+    out = tmp_path / "audit.json"
+    done = run("export", "rotary", "--config", str(config), "--audit", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(out.read_bytes())["paths"][0]["name"] == "library"
+    picture = tmp_path / "audit.png"
+    assert (
+        run(
+            "export", "rotary", "max_len=64", "head_dim=8", "--audit", "-o", str(picture)
+        ).returncode
+        == 0
+    )
+    assert picture.read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(cli.ExportError, match="format"):
+        cli.export("rotary", {"max_len": 8, "head_dim": 8}, fmt="npy", audit=True)
+    with pytest.raises(cli.ExportError, match="no family 'alibi'"):
+        cli.export("alibi", {"max_len": 8}, audit=True)

@@ -6,6 +6,7 @@ parameters), computed off the event loop."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any, Final
 
 import anyio
@@ -16,14 +17,16 @@ from service import plots
 from service.audit import bands, report
 from service.codecs.types import MEDIA_TYPES
 from service.encodings import registry
+from service.errors import InvalidParameter
 from service.runtime import Runtime
 from service.schemas.audit import DROPPED, AuditFields, audit_query, chosen, edges
-from service.web import openapi
+from service.schemas.common import Read
+from service.web import layered, openapi
 from service.web.conditional import IMMUTABLE, fields_etag
-from service.web.declared import Declared
+from service.web.declared import Declared, FromDocument
 from service.web.deps import endpoint
 from service.web.disconnect import unless_gone
-from service.web.documents import located
+from service.web.documents import located, posted_document
 from service.web.responses import not_modified
 
 # Bump when an audit's answer changes for the same parameters.
@@ -32,49 +35,17 @@ REFERENCE: Final = "the exact table (rounding=exact) in float64"
 
 
 def route(routes: APIRouter, declared: Declared[Any, Any]) -> None:
-    """``GET /v1/audit/{name}`` on ``routes``."""
+    """``GET /v1/audit/{name}`` on ``routes``, and its from-config where declared."""
     name = declared.family.name
+    if declared.from_document is not None:
+        from_document(routes, declared, declared.from_document)
     query_model = audit_query(declared.query, f"{name.title().replace('-', '')}AuditQuery")
 
     async def get(query: Any, request: Request, runtime: Runtime) -> Response:
         # what the client gave: a default the table's query leaves out (a preset's base)
         # must stay out
         asked = query.model_dump(exclude_unset=True, exclude=set(AuditFields.model_fields))
-        with located(asked):
-            table = declared.query.model_validate(asked)
-            key = await declared.key_of(runtime, table)
-        max_len = int(table.max_len)
-        limits = runtime.limits
-        limits.last_position(max_len - 1 + registry.shift(key), "the last position audited")
-        paths = chosen(query.paths, report.names(key))
-        cuts = edges(query.bands, max_len)
-        evaluated = len(bands.plan(bands.bands(max_len, cuts)))
-        # each path's entries and the exact ones, at every position evaluated
-        limits.rows(evaluated * (len(paths) + 1), key.width, "positions audited × paths × width")
-        fmt = query.format or "json"
-        if fmt == "png":
-            plots.require()
-        described = {
-            field: value
-            for field, value in declared.describe(table, key).items()
-            if field not in DROPPED and field != "shape"
-        }
-        fields = {**described, "paths": paths, "bands": cuts}
-        parts = (AUDIT_REVISION, name, fmt, plots.version() if fmt == "png" else "")
-        headers = {"etag": fields_etag(*parts, fields=fields), "cache-control": IMMUTABLE}
-        unchanged = not_modified(request, headers)
-        if unchanged is not None:
-            return unchanged
-        work = functools.partial(report.audit, key, max_len, paths, cuts)
-        found = await unless_gone(request, lambda: runtime.compute(evaluated * key.width, work))
-        document = {"family": name, "parameters": described, "reference": REFERENCE, **found}
-        if fmt == "json":
-            body = orjson.dumps(document)
-            return Response(body, headers={**headers, "content-type": MEDIA_TYPES["json"]})
-        picture = await anyio.to_thread.run_sync(
-            functools.partial(_picture, document), limiter=runtime.painter
-        )
-        return Response(picture, media_type="image/png", headers=headers)
+        return await answer(request, runtime, declared, asked, asked, query)
 
     routes.add_api_route(
         f"/v1/audit/{name}",
@@ -91,6 +62,103 @@ def route(routes: APIRouter, declared: Declared[Any, Any]) -> None:
             },
             304: openapi.NOT_MODIFIED,
             **openapi.problems_of(422, 501),
+        },
+    )
+
+
+async def answer(
+    request: Request,
+    runtime: Runtime,
+    declared: Declared[Any, Any],
+    given: dict[str, Any],
+    asked: Mapping[str, Any],
+    query: Any,
+) -> Response:
+    """The audit of the table ``given`` names (``asked``: what the request said of it),
+    with ``query``'s paths, bands and format."""
+    name = declared.family.name
+    with located(asked):
+        table = declared.query.model_validate(given)
+        key = await declared.key_of(runtime, table)
+    max_len = int(table.max_len)
+    limits = runtime.limits
+    limits.last_position(max_len - 1 + registry.shift(key), "the last position audited")
+    paths = chosen(query.paths, report.names(key))
+    cuts = edges(query.bands, max_len)
+    evaluated = len(bands.plan(bands.bands(max_len, cuts)))
+    # each path's entries and the exact ones, at every position evaluated
+    limits.rows(evaluated * (len(paths) + 1), key.width, "positions audited × paths × width")
+    fmt = query.format or "json"
+    if fmt == "png":
+        plots.require()
+    described = {
+        field: value
+        for field, value in declared.describe(table, key).items()
+        if field not in DROPPED and field != "shape"
+    }
+    fields = {**described, "paths": paths, "bands": cuts}
+    parts = (AUDIT_REVISION, name, fmt, plots.version() if fmt == "png" else "")
+    headers = {"etag": fields_etag(*parts, fields=fields), "cache-control": IMMUTABLE}
+    unchanged = not_modified(request, headers)
+    if unchanged is not None:
+        return unchanged
+    work = functools.partial(report.audit, key, max_len, paths, cuts)
+    found = await unless_gone(request, lambda: runtime.compute(evaluated * key.width, work))
+    document = {"family": name, "parameters": described, "reference": REFERENCE, **found}
+    if fmt == "json":
+        body = orjson.dumps(document)
+        return Response(body, headers={**headers, "content-type": MEDIA_TYPES["json"]})
+    picture = await anyio.to_thread.run_sync(
+        functools.partial(_picture, document), limiter=runtime.painter
+    )
+    return Response(picture, media_type="image/png", headers=headers)
+
+
+def from_document(routes: APIRouter, declared: Declared[Any, Any], spec: FromDocument) -> None:
+    """``POST /v1/audit/{name}/from-config``: the audit of the table a config makes."""
+    name = declared.family.name
+    query_model = audit_query(spec.query, f"{name.title().replace('-', '')}AuditFromConfig")
+
+    async def post(query: Any, request: Request, runtime: Runtime) -> Response:
+        asked = query.model_dump(exclude_none=True, exclude=set(AuditFields.model_fields))
+        got = spec.fields(await posted_document(request, runtime, spec.read), asked)
+        read = got if isinstance(got, Read) else Read({"": got})
+        if "" not in read.tables:
+            raise InvalidParameter(
+                "layer_type",
+                f"the config makes one table per layer type ({', '.join(read.tables)}): "
+                "audit one with layer_type",
+            )
+        for field in spec.reading:
+            asked.pop(field, None)
+        given = {**read.tables[""], **asked}
+        for field, message in spec.missing.items():
+            if field not in given:
+                raise InvalidParameter(field, message)
+        response = await answer(request, runtime, declared, given, asked, query)
+        response.headers.update(layered.said(read))
+        return response
+
+    routes.add_api_route(
+        f"/v1/audit/{name}/from-config",
+        endpoint(post, query_model),
+        methods=["POST"],
+        operation_id=f"audit{name.title().replace('-', '')}FromConfig",
+        summary=f"The audit of the {name} table a model's config.json makes.",
+        response_class=Response,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object"}}},
+                "description": spec.body,
+            }
+        },
+        responses={
+            200: {
+                "content": {"application/json": {}, "image/png": openapi.BINARY},
+                "description": "The audit, JSON ({paths: [...]}) or a PNG.",
+            },
+            **openapi.problems_of(400, 413, 415, 422, 501),
         },
     )
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import orjson
 import pytest
 
 from service.app import create_app
@@ -157,3 +158,48 @@ def test_an_audit_is_bounded_before_it_runs(http: httpx.Client) -> None:
     answer = http.get("/v1/audit/rotary?max_len=2147483648&head_dim=16384")
     assert_problem(answer, 422, "positions audited")
     assert_problem(http.get("/v1/audit/rotary?max_len=2147483649&head_dim=8"), 422, "max_len")
+
+
+def test_the_audit_of_a_config(http: httpx.Client) -> None:
+    config = {
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    }
+    answer = http.post(
+        "/v1/audit/rotary/from-config?paths=bf16-positions",
+        content=orjson.dumps(config),
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    assert document["parameters"]["max_len"] == 131072
+    assert document["paths"][0]["first_over"]["1e-3"] == 257
+    assert "rope_scaling.factor" in answer.headers["x-config-fields"]
+    gemma = {
+        "head_dim": 8,
+        "max_position_embeddings": 16,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+        },
+    }
+    url = "/v1/audit/rotary/from-config"
+    refused = http.post(
+        url, content=orjson.dumps(gemma), headers={"content-type": "application/json"}
+    )
+    assert_problem(refused, 422, "layer_type", "full_attention")
+    one = http.post(
+        url + "?layer_type=full_attention",
+        content=orjson.dumps(gemma),
+        headers={"content-type": "application/json"},
+    )
+    assert one.status_code == 200, one.text
+    assert one.json()["parameters"]["base"] == 1e6
