@@ -252,3 +252,20 @@ def audit(
         out, format="png", dpi=DPI, metadata={"Software": None}, pil_kwargs={"compress_level": 1}
     )
     return out.getvalue()
+
+
+def difference(matrix: NDArray[np.float64], positions: Axis, columns: Axis, *, title: str) -> bytes:
+    """A PNG of two tables' ``|a - b|`` (positions down, entries across), log10 scale."""
+    shown = np.log10(np.maximum(matrix, 1e-12))
+    low, high = float(shown.min()), float(shown.max())
+    return _draw(
+        shown,
+        columns,
+        positions,
+        title=title,
+        label="log10 |a - b|",
+        scale=(low, max(high, low + 1e-9)),
+        width=900,
+        height=640,
+        cmap="magma",
+    )

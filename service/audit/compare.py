@@ -76,3 +76,11 @@ def compare(a: Key, b: Key, start: int, stop: int) -> dict[str, Any]:
         label = f"1e{round(np.log10(threshold))}"
         first_over[label] = bands.first(row_max, positions, largest > threshold, passes)
     return {"bands": rows, "first_over": first_over}
+
+
+def heatmap(a: Key, b: Key, start: int, stop: int, rows: int = 512) -> tuple[Matrix, int]:
+    """``|a - b|`` at ``rows`` positions evenly spaced from ``start`` (every ``step``-th),
+    every entry: what the picture draws; and the step."""
+    step = max(1, -(-(stop - start) // rows))
+    positions = np.arange(start, stop, step, dtype=np.int64)
+    return np.abs(values(a, positions) - values(b, positions)), step

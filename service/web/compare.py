@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Annotated, Any, Final, Literal
 
+import anyio
 import numpy as np
 import orjson
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from service import plots
 from service.audit import bands, compare
 from service.codecs.types import MEDIA_TYPES
 from service.encodings.registry import Key
@@ -60,7 +62,14 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
     known = {each.family.name: each for each in families if each.family.block is None}
     routes = APIRouter(tags=["audit"])
 
-    async def post(request: Request, runtime: RuntimeDep) -> Response:
+    async def post(
+        request: Request,
+        runtime: RuntimeDep,
+        format: Annotated[
+            Literal["json", "png"] | None,
+            Query(description="json (default), or png: |a - b| over positions and entries."),
+        ] = None,
+    ) -> Response:
         document = await posted_document(request, runtime, read_config)
         try:
             asked = Comparison.model_validate(document)
@@ -81,6 +90,12 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
         limits.last_position(asked.stop - 1, "the last position compared")
         evaluated = len(bands.plan(bands.bands(asked.stop)))
         limits.rows(2 * evaluated, width_a, "positions compared × 2 × width")
+        if format == "png":
+            plots.require()
+            picture = await unless_gone(
+                request, lambda: _picture(runtime, a, b, asked.start, asked.stop)
+            )
+            return Response(picture, media_type="image/png", headers={"cache-control": "no-store"})
         work = functools.partial(compare.compare, a, b, asked.start, asked.stop)
         found = await unless_gone(request, lambda: runtime.compute(evaluated * width_a, work))
         body = orjson.dumps({"start": asked.start, "stop": asked.stop, **found})
@@ -104,11 +119,24 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             }
         },
         responses={
-            200: {"content": {"application/json": {}}, "description": "The comparison."},
-            **openapi.problems_of(400, 413, 415, 422),
+            200: {
+                "content": {"application/json": {}, "image/png": openapi.BINARY},
+                "description": "The comparison, or its difference heatmap.",
+            },
+            **openapi.problems_of(400, 413, 415, 422, 501),
         },
     )
     return routes
+
+
+async def _picture(runtime: Runtime, a: Key, b: Key, start: int, stop: int) -> bytes:
+    """The difference heatmap, computed then drawn (one picture at a time)."""
+    matrix, step = await runtime.compute(512 * 2 * a.width, compare.heatmap, a, b, start, stop)
+    positions = plots.Axis("position", start, start + step * (len(matrix) - 1), step)
+    columns = plots.Axis("entry (rotary: each pair's cos, then sin)", 0, matrix.shape[1] - 1)
+    title = f"|a - b| at positions {start:,} to {stop - 1:,}"
+    draw = functools.partial(plots.difference, matrix, positions, columns, title=title)
+    return await anyio.to_thread.run_sync(draw, limiter=runtime.painter)
 
 
 async def _key(

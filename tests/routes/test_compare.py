@@ -108,3 +108,20 @@ def test_what_cannot_be_compared_is_refused(http: httpx.Client) -> None:
         ({"a": rotary, "b": rotary, "stop": 1 << 40}, ["stop"]),
     ]:
         assert_problem(post(http, body), 422, *words)
+
+
+def test_the_difference_as_a_picture(http: httpx.Client) -> None:
+    body = {
+        "a": {"family": "rotary", "parameters": HEAD},
+        "b": {"family": "rotary", "parameters": {**HEAD, "base": 20000}},
+        "stop": 100000,
+    }
+    answer = http.post("/v1/compare?format=png", content=orjson.dumps(body), headers=JSON)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "image/png"
+    assert answer.content.startswith(b"\x89PNG")
+    assert_problem(
+        http.post("/v1/compare?format=npy", content=orjson.dumps(body), headers=JSON),
+        422,
+        "format",
+    )
