@@ -235,6 +235,96 @@ export interface ApplyParams {
   [name: string]: Value | PositionIds;
 }
 
+/** The families an audit covers and a comparison takes. */
+export type Family = "rotary" | "sinusoidal" | "temperature";
+
+/** An audit's parameters: the table's, as its GET takes them (`maxLen`, `headDim`, `base`,
+ * `scaling`, ...; `dModel`, `preset`, ... for sinusoidal), less the rows, columns, dtype and
+ * rounding; which paths, and where the bands end. */
+export interface AuditParams {
+  maxLen: number;
+  /** Names, picked and ordered (default every one that applies): library, bf16-table,
+   * fp16-table, float32-positions, bf16-positions, fp16-positions; rotary:
+   * bf16-frequencies, tf32-angles, device. An array, or "a,b". */
+  paths?: readonly string[] | string;
+  /** Band edges, positions (at most 64; default powers of two). */
+  bands?: readonly number[] | string;
+  [name: string]: Value | readonly string[];
+}
+
+/** One band of positions `start .. stop-1`, `samples` of them measured. */
+export interface AuditBand {
+  start: number;
+  stop: number;
+  samples: number;
+  max_error: number;
+  mean_error: number;
+}
+
+/** The first position past each threshold ("1e-3", "1e-2", "1e-1"); null: none. */
+export type FirstOver = Record<string, number | null>;
+
+/** One computation path's error against the exact table. */
+export interface AuditPath {
+  name: string;
+  description: string;
+  bands: AuditBand[];
+  first_over: FirstOver;
+  /** rotary: the first position whose rotation points more than 90 degrees off. */
+  first_misdirected?: number | null;
+  [field: string]: unknown;
+}
+
+/** `GET /v1/audit/{family}`'s JSON document. */
+export interface Audit {
+  family: Family;
+  /** The table's parameters as the service resolved them. */
+  parameters: Record<string, unknown>;
+  /** What the paths are measured against. */
+  reference: string;
+  thresholds: string[];
+  every_position_below: number;
+  exact_below: number;
+  paths: AuditPath[];
+  [field: string]: unknown;
+}
+
+/** One table of a comparison: a family and its GET's parameters, or a config.json (as
+ * `fromConfig` takes it) and from-config's parameters (`maxLen`, `engine`, ...). */
+export interface CompareTable {
+  family: Family;
+  /** camelCase or the service's names; undefined and null are not sent; arrays go
+   * comma-separated, as in a query. */
+  parameters?: Record<string, Value | ArrayLike<number>>;
+  config?: Config | null;
+}
+
+export interface CompareRange {
+  /** Default 0. */
+  start?: number;
+  stop: number;
+}
+
+/** The difference of two tables over one band of positions. */
+export interface CompareBand {
+  start: number;
+  stop: number;
+  samples: number;
+  max_difference: number;
+  mean_difference: number;
+  /** rotary tables: the largest drift of a pair's angle, radians. */
+  max_angle_drift?: number;
+}
+
+/** `POST /v1/compare`'s JSON document. */
+export interface Comparison {
+  start: number;
+  stop: number;
+  bands: CompareBand[];
+  first_over: FirstOver;
+  [field: string]: unknown;
+}
+
 /** An error answer: its status and RFC 9457 problem document. */
 export class ProblemError extends Error {
   constructor(status: number, problem: Record<string, unknown>);
@@ -284,6 +374,12 @@ export class Client {
   alibiBias(params: BiasParams): Promise<Tensor>;
   apply(tensor: Tensor, params?: ApplyParams): Promise<Tensor>;
   rotaryApply(tensor: Tensor, params?: ApplyParams & EngineParams): Promise<Tensor>;
+  /** `GET /v1/audit/{family}`: each computation path's error by position band (JSON). */
+  audit(family: Family, params: AuditParams): Promise<Audit>;
+  /** `GET /v1/audit/{family}?format=png`: the audit drawn, the PNG's bytes. */
+  auditPng(family: Family, params: AuditParams): Promise<Uint8Array>;
+  /** `POST /v1/compare`: two tables' difference by position band. */
+  compare(a: CompareTable, b: CompareTable, range: CompareRange): Promise<Comparison>;
   presets(): Promise<Preset[]>;
   cacheStats(): Promise<Record<string, any>>;
   ready(): Promise<boolean>;

@@ -233,6 +233,27 @@ function configObject(config) {
   return config;
 }
 
+/** One table of a comparison as the body says it: its `config` (an object, JSON text, its
+ * bytes or a Blob) parsed; its `parameters` named as the service names them (`maxLen` ->
+ * `max_len`), those left undefined or null not sent, lists comma-separated as in a query. */
+async function sideOf(table, name) {
+  if (table === null || typeof table !== "object" || Array.isArray(table)) {
+    throw new TypeError(`${name} must be an object: {family, parameters} or {family, config}`);
+  }
+  const { config, parameters = {}, ...rest } = table;
+  const side = { ...rest, parameters: {} };
+  for (const [key, value] of Object.entries(parameters ?? {})) {
+    if (value === undefined || value === null) continue;
+    const listed = Array.isArray(value) || ArrayBuffer.isView(value);
+    side.parameters[snake(key)] = listed ? Array.from(value).join(",") : value;
+  }
+  if (config !== undefined && config !== null) {
+    const text = typeof Blob !== "undefined" && config instanceof Blob ? await config.text() : null;
+    side.config = configObject(text ?? config);
+  }
+  return side;
+}
+
 /** Position ids (numbers, bigints, typed arrays, nested to any depth) as JSON arrays. */
 function idsOf(ids) {
   if (typeof ids === "number" || typeof ids === "bigint") return Number(ids);
@@ -493,6 +514,40 @@ export class Client {
       };
     }
     return only(await this.tensor("POST", path, params, init));
+  }
+
+  /** How far each computation path's `family` table ("rotary", "sinusoidal",
+   * "temperature") is from the exact one, by position band (`GET /v1/audit/{family}`): the
+   * service's JSON document, `{family, parameters, reference, thresholds,
+   * every_position_below, exact_below, paths: [{name, description, bands, first_over,
+   * ...}]}`. `params`: the table's (`maxLen`, `headDim`, `base`, ...; not its rows, columns,
+   * dtype or rounding), `paths` (names, picked and ordered) and `bands` (edges). */
+  async audit(family, params = {}) {
+    const path = `/v1/audit/${family}`;
+    return (await this.request("GET", path, { ...params, format: "json" })).json();
+  }
+
+  /** The audit of `audit` drawn, error against position (log-log): the PNG's bytes. */
+  async auditPng(family, params = {}) {
+    const path = `/v1/audit/${family}`;
+    const response = await this.request("GET", path, { ...params, format: "png" });
+    const kind = (response.headers.get("content-type") ?? "").split(";")[0].trim();
+    if (kind !== "image/png") throw new TypeError(`expected an image/png answer, got ${kind}`);
+    return new Uint8Array(await response.arrayBuffer());
+  }
+
+  /** Tables `a` and `b` side by side over positions `start .. stop-1` (`POST
+   * /v1/compare`), each `{family, parameters}` (the GET's parameters) or `{family, config,
+   * parameters}` (a config.json as `fromConfig` takes it, and from-config's parameters):
+   * the service's `{start, stop, bands: [{start, stop, samples, max_difference,
+   * mean_difference, max_angle_drift (rotary)}], first_over: {"1e-3": ...}}`. */
+  async compare(a, b, { start = 0, stop } = {}) {
+    const document = { a: await sideOf(a, "a"), b: await sideOf(b, "b"), start, stop };
+    const init = {
+      body: jsonOf(document, "comparison"),
+      headers: { "content-type": "application/json" },
+    };
+    return (await this.request("POST", "/v1/compare", {}, init)).json();
   }
 
   /** The sinusoidal presets (`GET /v1/presets`), each with its source, formula and

@@ -82,6 +82,7 @@ def first(
     test: Test,
     scanned: int = 0,
     scan_to: int = 0,
+    floor: int = 0,
 ) -> int | None:
     """The first position where ``test`` holds: among ``positions`` (where it holds at
     ``over``; every position below ``scanned`` among them). Where the first found is below
@@ -100,7 +101,7 @@ def first(
             if len(found):
                 return int(window[found[0]])
         return high
-    low = int(positions[at - 1]) if at else -1
+    low = int(positions[at - 1]) if at else floor - 1  # positions start at ``floor``
     while high - low > 1:
         dense = high - low - 1 <= DENSE
         window = spread(low + 1, high, DENSE if dense else SAMPLES)

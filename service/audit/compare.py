@@ -74,7 +74,9 @@ def compare(a: Key, b: Key, start: int, stop: int) -> dict[str, Any]:
             return errors > t
 
         label = f"1e{round(np.log10(threshold))}"
-        first_over[label] = bands.first(row_max, positions, largest > threshold, passes)
+        first_over[label] = bands.first(
+            row_max, positions, largest > threshold, passes, floor=start
+        )
     return {"bands": rows, "first_over": first_over}
 
 

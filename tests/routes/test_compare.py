@@ -80,6 +80,7 @@ def test_transformers_against_vllm_for_one_config(http: httpx.Client) -> None:
     document = post(http, body).json()
     assert document["bands"][0]["start"] == 4096
     assert document["first_over"]["1e-1"] is not None  # the rescaled base against the static one
+    assert all(first >= 4096 for first in document["first_over"].values())  # within the range
     assert max(span["max_angle_drift"] for span in document["bands"]) > 1
 
 

@@ -15,6 +15,8 @@ with its RFC 9457 problem document. It imports nothing from the service.
         ids, delta = pe.mrope_positions([{"text": 5}, {"image": [1, 28, 28]}])  # (3, L)
         scales = pe.temperature(65536)                   # Llama 4's query scales, (65536,)
         bias = pe.alibi_bias(8, 512)                     # (8, 512, 512), -inf masked
+        audit = pe.audit("rotary", 131072, head_dim=128)  # each path's error by band
+        diff = pe.compare(a, b, stop=4096)               # {"family", "parameters"}s, by band
 """
 
 from posenc_client._async import AsyncClient

@@ -19,6 +19,7 @@ from posenc_client._wire import (
     Call,
     Convention,
     DType,
+    Family,
     Form,
     Layout,
     Mrope,
@@ -36,6 +37,12 @@ def _read(config: Mapping[str, Any] | str | os.PathLike[str] | bytes) -> Mapping
     """A ``config.json`` as given, or the bytes of the file at its path: a config.json is a
     few KiB, read where it is asked for, as httpx reads a file body."""
     return Path(config).read_bytes() if isinstance(config, str | os.PathLike) else config
+
+
+def _table(table: Mapping[str, Any]) -> Mapping[str, Any]:
+    """One table of a comparison, its ``config`` read where it is a path."""
+    config = table.get("config") if isinstance(table, Mapping) else None
+    return table if config is None else {**table, "config": _read(config)}
 
 
 class Client:
@@ -281,6 +288,49 @@ class Client:
         cos first)."""
         given = parameters if max_len is None else {"max_len": max_len, **parameters}
         return self._send(_wire.table(family, given))
+
+    def audit(
+        self,
+        family: Family,
+        max_len: int,
+        *,
+        paths: Sequence[str] | str | None = None,
+        bands: Sequence[int] | str | None = None,
+        **parameters: Value,
+    ) -> dict[str, Any]:
+        """How far each computation path's ``family`` table (its parameters as the table's
+        ``GET`` takes them, less the rows, columns, dtype and rounding) is from the exact
+        one, by position band (``GET /v1/audit/{family}``): ``{"family", "parameters",
+        "reference", "thresholds", "every_position_below", "exact_below", "paths": [{"name",
+        "description", "bands", "first_over", ...}]}``. ``paths`` picks the paths and their
+        order (default every one that applies); ``bands`` the band edges (positions)."""
+        request: dict[str, Value] = {"max_len": max_len, "bands": bands, **parameters}
+        return self._send(_wire.audit(family, request, paths))
+
+    def audit_png(
+        self,
+        family: Family,
+        max_len: int,
+        *,
+        paths: Sequence[str] | str | None = None,
+        bands: Sequence[int] | str | None = None,
+        **parameters: Value,
+    ) -> bytes:
+        """The audit of :meth:`audit` drawn, error against position (log-log), as PNG
+        bytes; a service without its plots extra answers 501."""
+        request: dict[str, Value] = {"max_len": max_len, "bands": bands, **parameters}
+        return self._send(_wire.audit_png(family, request, paths))
+
+    def compare(
+        self, a: Mapping[str, Any], b: Mapping[str, Any], *, stop: int, start: int = 0
+    ) -> dict[str, Any]:
+        """Tables ``a`` and ``b`` side by side over positions ``start .. stop-1`` (``POST
+        /v1/compare``), each ``{"family": "rotary", "parameters": {...}}`` (the ``GET``'s
+        parameters) or ``{"family": "rotary", "config": ..., "parameters": {...}}`` (a
+        ``config.json`` as :meth:`from_config` takes it, and from-config's parameters):
+        ``{"start", "stop", "bands": [{"start", "stop", "samples", "max_difference",
+        "mean_difference", "max_angle_drift" (rotary)}], "first_over": {"1e-3": ...}}``."""
+        return self._send(_wire.compare(_table(a), _table(b), start, stop))
 
     def presets(self) -> list[dict[str, Any]]:
         """The sinusoidal presets, each with its source and formula (``GET /v1/presets``)."""

@@ -24,6 +24,8 @@ Convention = Literal["half", "interleaved"]
 Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3"]
 Form = Literal["causal", "bloom", "symmetric"]
 Mrope = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
+# the families an audit covers (``GET /v1/audit/{family}``) and a comparison takes
+Family = Literal["rotary", "sinusoidal", "temperature"]
 # a query parameter's value: numbers, words, booleans, or numbers separated by commas
 Value = int | float | str | bool | Sequence[float] | None
 # a model's config.json, parsed or as its bytes (the clients also take a path and read it)
@@ -32,6 +34,7 @@ Config = Mapping[str, Any] | bytes
 NPY: Final = "application/x-npy"
 NPZ: Final = "application/x-npz"
 JSON: Final = "application/json"
+PNG: Final = "image/png"
 SINUSOIDAL: Final = "/v1/encodings/sinusoidal"
 ROTARY: Final = "/v1/encodings/rotary"
 FROM_CONFIG: Final = ROTARY + "/from-config"
@@ -39,8 +42,11 @@ POSITIONS: Final = ROTARY + "/positions"
 TEMPERATURE: Final = "/v1/encodings/temperature"
 MROPE: Final = "/v1/positions/mrope"
 ALIBI: Final = "/v1/biases/alibi"
-# parameters that are lists of integers (M-RoPE's pairs per axis, ``16,24,24``)
-INTEGER_LISTS: Final = frozenset({"mrope_section"})
+AUDIT: Final = "/v1/audit"
+COMPARE: Final = "/v1/compare"
+# parameters that are lists of integers (M-RoPE's pairs per axis, ``16,24,24``; an audit's
+# band edges, ``100,3000``)
+INTEGER_LISTS: Final = frozenset({"mrope_section", "bands"})
 
 
 class RotaryLayers(TypedDict):
@@ -162,7 +168,7 @@ def content_of(response: httpx.Response, expected: str) -> bytes:
         raise problem_of(response)
     kind = response.headers.get("content-type", "").split(";")[0].strip()
     if kind != expected:
-        suffix = {NPY: ".npy", NPZ: ".npz"}.get(expected, expected)
+        suffix = {NPY: ".npy", NPZ: ".npz", PNG: ".png"}.get(expected, expected)
         raise ValueError(
             f"expected an {suffix} answer ({expected}), got {kind or 'no content type'}"
         )
@@ -348,6 +354,74 @@ def slopes(given: Mapping[str, Value]) -> Call[Array]:
 
 def bias(given: Mapping[str, Value]) -> Call[Array]:
     return Call("GET", ALIBI, array_of, query({**given, "format": "npy"}))
+
+
+def _audit(
+    given: Mapping[str, Value], paths: Sequence[str] | str | None, fmt: str
+) -> dict[str, str]:
+    """An audit's query string: the table's parameters, the ``paths`` (names, or the text
+    ``"a,b"``) comma-separated, and the format."""
+    names = paths if paths is None or isinstance(paths, str) else ",".join(paths)
+    return query({**given, "paths": names, "format": fmt})
+
+
+def audit(
+    family: str, given: Mapping[str, Value], paths: Sequence[str] | str | None
+) -> Call[dict[str, Any]]:
+    """``GET /v1/audit/{family}`` as JSON: how far each computation path's table is from
+    the exact one, by position band."""
+
+    def decode(response: httpx.Response) -> dict[str, Any]:
+        document: dict[str, Any] = document_of(response)
+        return document
+
+    return Call("GET", f"{AUDIT}/{family}", decode, _audit(given, paths, "json"))
+
+
+def audit_png(
+    family: str, given: Mapping[str, Value], paths: Sequence[str] | str | None
+) -> Call[bytes]:
+    """``GET /v1/audit/{family}`` as a PNG: error against position, log-log."""
+    params = _audit(given, paths, "png")
+    return Call("GET", f"{AUDIT}/{family}", lambda r: content_of(r, PNG), params)
+
+
+def _side(name: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """One table of a comparison as the body says it: its ``config`` parsed where it is
+    bytes; ``parameters`` left ``None`` not sent (the config's, else the service's
+    default), a list (longrope's factors) as the query string says it, ``0.5,0.5``."""
+    if not isinstance(table, Mapping):
+        raise TypeError(f"{name} must be a dict, got {type(table).__name__}")
+    side = {key: value for key, value in table.items() if value is not None}
+    config = side.get("config")
+    if isinstance(config, bytes):
+        side["config"] = json.loads(config)
+    elif isinstance(config, Mapping):
+        side["config"] = dict(config)
+    parameters: Mapping[str, Any] = side.get("parameters") or {}
+    side["parameters"] = {
+        key: query({key: value})[key]
+        if isinstance(value, Sequence) and not isinstance(value, str)
+        else value
+        for key, value in parameters.items()
+        if value is not None
+    }
+    return side
+
+
+def compare(
+    a: Mapping[str, Any], b: Mapping[str, Any], start: int, stop: int
+) -> Call[dict[str, Any]]:
+    """``POST /v1/compare``: tables ``a`` and ``b`` (``{"family", "parameters"}``, or
+    ``{"family", "config", "parameters"}``) over positions ``start .. stop-1``."""
+    body = {"a": _side("a", a), "b": _side("b", b), "start": start, "stop": stop}
+    content = json.dumps(body, allow_nan=False, default=_plain).encode()
+
+    def decode(response: httpx.Response) -> dict[str, Any]:
+        document: dict[str, Any] = document_of(response)
+        return document
+
+    return Call("POST", COMPARE, decode, {}, content, {"content-type": JSON})
 
 
 def given(names: Mapping[str, Any], parameters: Mapping[str, Value]) -> dict[str, Value]:
