@@ -1,5 +1,6 @@
-"""The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi) that
-draws tables in the browser from the raw endpoints. Nothing is fetched from another host."""
+"""The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi; one
+for the audit and compare views) that draws tables in the browser from the raw endpoints, and
+audits and comparisons from their JSON answers. Nothing is fetched from another host."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ _ASSETS: Final = {
     "explorer.js": "text/javascript; charset=utf-8",
     "rope.js": "text/javascript; charset=utf-8",
     "alibi.js": "text/javascript; charset=utf-8",
+    "audit.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
 }
 # The page may talk to its own origin only: nothing is fetched from another host.

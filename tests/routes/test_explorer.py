@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import math
 import re
 from html.parser import HTMLParser
@@ -15,7 +17,7 @@ from service.encodings.catalogue import PRESETS
 from tests.support import assert_problem, load
 
 ROTARY = "/v1/encodings/rotary"
-SCRIPTS = ["explorer.js", "rope.js", "alibi.js"]
+SCRIPTS = ["explorer.js", "rope.js", "alibi.js", "audit.js"]
 
 
 def test_the_explorer_page_is_served_with_its_files(api: httpx.Client) -> None:
@@ -93,18 +95,23 @@ def _controls(api: httpx.Client) -> _Controls:
     return page
 
 
-def test_the_page_has_a_view_each_for_sinusoidal_rope_and_alibi(api: httpx.Client) -> None:
+VIEWS = ["sinusoidal", "rope", "alibi", "audit", "compare"]
+
+
+def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
+    api: httpx.Client,
+) -> None:
     text = api.get("/").text
     tabs = re.findall(r'<a href="([^"]+)" data-view="([^"]+)">', text)
-    assert tabs == [("/", "sinusoidal"), ("/?view=rope", "rope"), ("/?view=alibi", "alibi")]
-    for view in ("sinusoidal", "rope", "alibi"):
+    assert tabs == [("/", "sinusoidal")] + [(f"/?view={view}", view) for view in VIEWS[1:]]
+    for view in VIEWS:
         assert f'id="{view}-view"' in text
     # only the sinusoidal view shows before the script runs; the others are hidden
-    assert re.search(r'id="rope-view"[^>]*\shidden', text)
-    assert re.search(r'id="alibi-view"[^>]*\shidden', text)
+    for view in VIEWS[1:]:
+        assert re.search(rf'id="{view}-view"[^>]*\shidden', text)
     assert not re.search(r'id="sinusoidal-view"[^>]*\shidden', text)
     # each view shows the service's problems in a place of its own, as the sinusoidal one
-    for view in ("rope", "alibi"):
+    for view in VIEWS[1:]:
         assert f'id="{view}-problem" class="problem" role="alert" hidden' in text
         assert f'id="{view}-status"' in text
     # and says in a place of its own when it draws every step-th position (hidden until then)
@@ -146,10 +153,89 @@ def test_the_views_ask_for_raw_answers_from_their_endpoints(api: httpx.Client) -
     assert f'"{ROTARY}"' in rope
     assert '"/v1/biases/alibi/slopes"' in alibi
     assert '"/v1/biases/alibi"' in alibi
-    for script in (rope, alibi):
+    for script in (rope, alibi):  # the table views
         assert 'format: "raw"' in script
         assert '"json"' not in script  # binary answers only, as the sinusoidal view
         assert "window.explorer" in script  # the helpers of explorer.js, not copies
+
+
+def test_the_audit_and_compare_views_read_json_answers(api: httpx.Client) -> None:
+    """An audit and a comparison are documents, not tables: audit.js asks for their JSON
+    answers, from the audit and compare endpoints, with explorer.js's helpers."""
+    script = api.get("/explorer/audit.js").text
+    assert '"/v1/audit"' in script
+    assert '"/v1/compare"' in script
+    assert 'Accept: "application/json"' in script
+    assert '"Content-Type": "application/json"' in script  # the comparison is posted as JSON
+    assert 'format: "raw"' not in script
+    assert 'search.delete("format")' in script  # whatever the parameters say: the JSON
+    assert "window.explorer" in script
+    assert "E.problemOf" in script  # the service's problem, as the other views show it
+
+
+def _audit_defaults(api: httpx.Client) -> tuple[list[str], str, dict[str, str]]:
+    page = _controls(api)
+    parameters = page.controls["audit-parameters"]
+    defaults = {f: str(parameters[f"data-{f}"]) for f in page.options["audit-family"]}
+    return page.options["audit-family"], str(page.controls["audit-max_len"]["value"]), defaults
+
+
+def test_the_audit_views_defaults_are_llama_31s_and_the_service_takes_them(
+    api: httpx.Client,
+) -> None:
+    """The audit view offers rotary and sinusoidal, each with parameters the service takes
+    (rotary: Llama 3.1's, shown first), and reads the answer as audit.js reads it."""
+    families, max_len, defaults = _audit_defaults(api)
+    assert families == ["rotary", "sinusoidal"]
+    assert max_len == "131072"
+    shown = str(_controls(api).controls["audit-parameters"]["value"])
+    assert shown == defaults["rotary"]
+    llama = dict(item.split("=") for item in shown.split("&"))
+    assert llama == {
+        "head_dim": "128",
+        "base": "500000",
+        "scaling": "llama3",
+        "factor": "8",
+        "low_freq_factor": "1",
+        "high_freq_factor": "4",
+        "original_max_position_embeddings": "8192",
+    }
+    for family in families:
+        answer = api.get(f"/v1/audit/{family}?{defaults[family]}&max_len={max_len}")
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"].startswith("application/json")
+        document = answer.json()
+        assert document["parameters"]["max_len"] == int(max_len)
+        for path in document["paths"]:
+            assert set(path["first_over"]) == {"1e-3", "1e-2", "1e-1"}
+            assert ("first_misdirected" in path) == (family == "rotary")  # "—" when absent
+            assert all({"start", "stop", "max_error"} <= set(b) for b in path["bands"])
+        first = {path["name"]: path["first_over"]["1e-3"] for path in document["paths"]}
+        assert first["bf16-positions"] == 257  # bfloat16 holds integers to 256
+
+
+def test_the_compare_views_defaults_are_taken(api: httpx.Client) -> None:
+    """The compare view's tables (transformers' dynamic scaling against vLLM's) and range
+    are a comparison the service makes, rotary: with each band's angle drift."""
+    text = api.get("/").text
+    tables = {}
+    for name in ("a", "b"):
+        found = re.search(rf'<textarea id="compare-{name}"[^>]*>([^<]*)</textarea>', text)
+        assert found, name
+        tables[name] = json.loads(html.unescape(found[1]))
+    assert tables["b"] == {
+        **tables["a"],
+        "parameters": {**tables["a"]["parameters"], "engine": "vllm"},
+    }
+    page = _controls(api)
+    start, stop = (int(str(page.controls[f"compare-{n}"]["value"])) for n in ("start", "stop"))
+    assert (start, stop) == (4096, 16384)
+    answer = api.post("/v1/compare", json={**tables, "start": start, "stop": stop})
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    assert set(document["first_over"]) == {"1e-3", "1e-2", "1e-1"}
+    assert document["bands"]
+    assert all("max_angle_drift" in band for band in document["bands"])
 
 
 def _page_query(page: _Controls, scaling: str) -> dict[str, str]:

@@ -584,6 +584,102 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
         assert all("422" in error for error in visit.errors), visit.errors
 
 
+AUDIT: Final = "/v1/audit/rotary"
+LLAMA_31_AUDIT: Final = {"head_dim": "128", **LLAMA_31, "max_len": "131072"}
+
+
+def test_the_audit_view_draws_llama_31s_audit(visit: Visit) -> None:
+    """The audit view asks for Llama 3.1's audit at its context (JSON), draws a line a path
+    and lists where each first passes a threshold: each the service's."""
+    page = visit.page
+    page.goto(visit.url + "/?view=audit")
+    page.wait_for_selector('#audit-view[data-state="ready"]')
+    asked = _requested(visit, AUDIT)
+    assert asked == [LLAMA_31_AUDIT]  # the page's defaults, no format: the JSON answer
+    assert visit.distinct_colours("audit-plot") > 3
+    cell = '#audit-table tr[data-path="bf16-positions"] td[data-name="1e-3"]'
+    assert page.text_content(cell) == "257"  # bfloat16 holds the integers to 256
+    assert "family=rotary" in page.url
+    with httpx.Client(base_url=visit.url, timeout=60) as http:
+        document = http.get(AUDIT, params=LLAMA_31_AUDIT).json()
+    paths = document["paths"]
+    assert page.locator("#audit-legend span").count() == len(paths)
+    for path in paths:
+        row = page.locator(f'#audit-table tr[data-path="{path["name"]}"] td')
+        cells = row.evaluate_all(
+            "c => Object.fromEntries(c.map(e => [e.dataset.name, e.dataset.value]))"
+        )
+        expected = {**path["first_over"], "misdirected": path["first_misdirected"]}
+        assert cells == {k: "" if v is None else str(v) for k, v in expected.items()}
+    # hovering reads each path's largest error in the band under the mouse
+    shown = visit.hover("audit-plot", 0.7, 0.5)
+    band = int(shown["start"]), int(shown["stop"])
+    values = json.loads(shown["values"])
+    for path in paths:
+        (at,) = [b for b in path["bands"] if (b["start"], b["stop"]) == band]
+        assert values[path["name"]] == at["max_error"]
+    # the other family takes its own parameters; the address keeps what is drawn
+    page.select_option("#audit-family", "sinusoidal")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-family="sinusoidal"]')
+    assert page.input_value("#audit-parameters") == "d_model=512"
+    assert visit.distinct_colours("audit-plot") > 3
+    assert page.text_content(cell) == "257"
+    page.goto(f"{visit.url}/?view=audit&family=sinusoidal&max_len=4096&parameters=d_model%3D64")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-params="d_model=64&max_len=4096"]')
+    assert page.input_value("#audit-family") == "sinusoidal"
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+def test_the_audit_view_shows_the_services_problems(visit: Visit) -> None:
+    page = visit.page
+    page.goto(f"{visit.url}/?view=audit&max_len=0")
+    page.wait_for_selector('#audit-view[data-state="error"]')
+    assert "max_len" in page.text_content("#audit-problem")  # type: ignore[operator]
+    assert page.is_visible("#audit-problem")
+    page.fill("#audit-max_len", "4096")
+    page.click("#audit-controls button[type=submit]")
+    page.wait_for_selector('#audit-view[data-state="ready"]')
+    assert page.is_hidden("#audit-problem")
+    assert visit.off_host == []
+    # the browser reports the refused request itself; nothing else went wrong
+    assert all("422" in error for error in visit.errors), visit.errors
+
+
+def test_the_compare_view_draws_two_engines_difference(visit: Visit) -> None:
+    """transformers' dynamic scaling against vLLM's: the largest difference and angle drift
+    per band, and where the difference first passes each threshold, as the service says."""
+    page = visit.page
+    page.goto(visit.url + "/?view=compare")
+    page.wait_for_selector('#compare-view[data-state="ready"]')
+    assert visit.distinct_colours("compare-plot") > 3
+    assert page.locator("#compare-legend span").count() == 2  # difference, angle drift
+    tables = {name: json.loads(page.input_value(f"#compare-{name}")) for name in ("a", "b")}
+    assert tables["b"]["parameters"] == {**tables["a"]["parameters"], "engine": "vllm"}
+    with httpx.Client(base_url=visit.url, timeout=60) as http:
+        body = {**tables, "start": 4096, "stop": 16384}
+        document = http.post("/v1/compare", json=body).json()
+    first = json.loads(visit.dataset("#compare-view")["firstOver"])
+    assert first == document["first_over"]
+    said = page.text_content("#compare-first") or ""
+    for threshold, at in first.items():
+        assert (f"{threshold} at {at:,}" if at is not None else f"{threshold} never") in said
+    shown = visit.hover("compare-plot", 0.75, 0.5)
+    (band,) = [b for b in document["bands"] if b["start"] == int(shown["start"])]
+    values = json.loads(shown["values"])
+    assert values["largest difference"] == band["max_difference"]
+    assert values["largest angle drift (radians)"] == band["max_angle_drift"]
+    assert [urlsplit(u).path for u in visit.requests].count("/v1/compare") == 1
+    # a table that is not JSON is said so, and nothing is asked
+    page.fill("#compare-a", "{not json")
+    page.click("#compare-controls button[type=submit]")
+    page.wait_for_selector('#compare-view[data-state="error"]')
+    assert "table a: not JSON" in page.text_content("#compare-problem")  # type: ignore[operator]
+    assert [urlsplit(u).path for u in visit.requests].count("/v1/compare") == 1
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
 def test_swagger_ui_works_offline(visit: Visit) -> None:
     """/docs draws every operation of the API from its own assets, under its strict
     policy (no console error: nothing was refused), and runs a request from the page."""

@@ -1,7 +1,8 @@
 // The explorer: fetches a table from the service's raw endpoint (little-endian float32 with
 // X-Shape) and draws it three ways on canvases. No libraries, no build step, no other host.
 // This script is the sinusoidal view and the switch between views; it lends its helpers to
-// the other views (rope.js, alibi.js) as `window.explorer`, and starts once they registered.
+// the other views (rope.js, alibi.js, audit.js) as `window.explorer`, and starts once they
+// registered.
 // A table too long to hold is drawn from every step-th position (`sampling`), each fetched
 // as a one-row slice, and the page says so.
 "use strict";
@@ -36,7 +37,7 @@
   let presets = null; // name -> {base, layout}: whether the preset takes them (/v1/presets)
   let generation = 0;
   let pending = null;
-  const views = {}; // name -> {show()}: the sinusoidal view, and those rope.js, alibi.js add
+  const views = {}; // name -> {show()}: the sinusoidal view, and those the other scripts add
   let active = "sinusoidal";
 
   // --- numbers -----------------------------------------------------------------------
@@ -66,6 +67,29 @@
 
   function tickText(value) {
     return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(4)));
+  }
+
+  function compact(value) {
+    for (const [size, suffix] of [[1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+      if (Math.abs(value) >= size) return `${Number((value / size).toPrecision(3))}${suffix}`;
+    }
+    return String(Number(value.toPrecision(3)));
+  }
+
+  /** Ticks of a log axis: the powers of ten in range, with 2 and 5 times them when few. */
+  function logTicks(low, high) {
+    const ticks = [];
+    for (const steps of [[1], [1, 2, 5], [1, 1.5, 2, 3, 5, 7]]) {
+      ticks.length = 0;
+      for (let e = Math.floor(Math.log10(low)); e <= Math.ceil(Math.log10(high)); e++) {
+        for (const m of steps) {
+          const t = m * 10 ** e;
+          if (t >= low && t <= high) ticks.push(t);
+        }
+      }
+      if (ticks.length >= 4) break;
+    }
+    return ticks;
   }
 
   function colormap(stops, size) {
@@ -792,7 +816,8 @@
 
   views.sinusoidal = { show: showSinusoidal };
   window.explorer = {
-    $, shortest, niceTicks, tickText, colormap, problemOf, decode, surface, axes, trace,
+    $, shortest, niceTicks, tickText, logTicks, compact, colormap, problemOf, decode, surface,
+    axes, trace,
     show, hide, debounce, copyText, fetchRaw, fetchRows, sampling, samplingNote, elementLimit,
     ordinal,
     LINES, MAX_ENTRIES, SAMPLES,

@@ -360,29 +360,6 @@
     return { value: Number(params.max_len), name: "max_len" };
   }
 
-  function compact(value) {
-    for (const [size, suffix] of [[1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
-      if (Math.abs(value) >= size) return `${Number((value / size).toPrecision(3))}${suffix}`;
-    }
-    return String(Number(value.toPrecision(3)));
-  }
-
-  /** Ticks of a log axis: the powers of ten in range, with 2 and 5 times them when few. */
-  function logTicks(low, high) {
-    const ticks = [];
-    for (const steps of [[1], [1, 2, 5], [1, 1.5, 2, 3, 5, 7]]) {
-      ticks.length = 0;
-      for (let e = Math.floor(Math.log10(low)); e <= Math.ceil(Math.log10(high)); e++) {
-        for (const m of steps) {
-          const t = m * 10 ** e;
-          if (t >= low && t <= high) ticks.push(t);
-        }
-      }
-      if (ticks.length >= 4) break;
-    }
-    return ticks;
-  }
-
   function wavelengths(inv) {
     return Array.from(inv, (w) => (w > 0 ? (2 * Math.PI) / w : Infinity));
   }
@@ -469,7 +446,7 @@
     E.axes(ctx, plot, ratio,
       { low: 0, high: pairs - 1, label: "pair k", at: xAt },
       { low, high, label: "wavelength 2π / inv_freq (positions)", at: yAt,
-        ticks: logTicks(low, high), text: compact });
+        ticks: E.logTicks(low, high), text: E.compact });
     legend.replaceChildren(...series.map((s) => {
       const item = document.createElement("span");
       const swatch = document.createElement("i");
@@ -558,7 +535,7 @@
     const k = Math.min(pairs - 1, Math.max(0, Math.round((at.px / at.plot.w) * (pairs - 1))));
     const lines = [`pair ${k}`];
     const data = { view: "rope-wavelengths", pair: k, invFreq: String(inv.chosen[k]) };
-    for (const s of canvas.series) lines.push(`${s.name}: wavelength ${compact(s.values[k])}`);
+    for (const s of canvas.series) lines.push(`${s.name}: wavelength ${E.compact(s.values[k])}`);
     lines.push(`inv_freq ${inv.chosen[k].toPrecision(8)}`);
     data.wavelength = String(canvas.series.at(-1).values[k]);
     if (canvas.series.length === 2) {

@@ -1,0 +1,375 @@
+// The audit and compare views: each asks for a JSON answer (application/json) and draws a
+// value per position band against position, log-log, with the thresholds 1e-3, 1e-2, 1e-1
+// dashed. Audit: GET /v1/audit/{family}, the largest error of each computation path, and a
+// table of where each first passes a threshold. Compare: POST /v1/compare, the largest
+// difference of two tables and, for rotary ones, the largest drift of a pair's angle.
+// Uses explorer.js's helpers (window.explorer); no libraries, no build step, no other host.
+"use strict";
+
+(() => {
+  const E = window.explorer;
+  const { $ } = E;
+  const AUDIT = "/v1/audit";
+  const COMPARE = "/v1/compare";
+  const FAMILIES = ["rotary", "sinusoidal"];
+  const THRESHOLDS = ["1e-3", "1e-2", "1e-1"];
+  const THRESHOLD = "#b2182b";
+  const DRIFT = "#d95f02";
+  const n = (value) => value.toLocaleString("en");
+
+  // {params, query, answer}: the audit drawn; {params, answer}: the comparison drawn
+  let audit = null;
+  let comparison = null;
+
+  // --- loading ------------------------------------------------------------------------
+
+  /** A JSON answer, or the service's problem as an Error. */
+  async function fetchJson(url, signal, init = {}) {
+    const headers = { Accept: "application/json", ...(init.headers || {}) };
+    const response = await fetch(url, { ...init, headers, signal });
+    if (!response.ok) throw await E.problemOf(response);
+    return response.json();
+  }
+
+  /** A view's requests: the latest wins; its data-state, status and problem follow.
+   *  ``run(work)`` is ``{answer, ms}``, or null when refused (shown) or overtaken. */
+  function requests(name) {
+    let generation = 0;
+    let pending = null;
+    return async (work) => {
+      const mine = ++generation;
+      if (pending) pending.abort();
+      pending = new AbortController();
+      $(`${name}-view`).dataset.state = "loading";
+      $(`${name}-status`).textContent = "Loading…";
+      const started = performance.now();
+      try {
+        const answer = await work(pending.signal);
+        if (mine !== generation) return null;
+        $(`${name}-problem`).hidden = true;
+        return { answer, ms: performance.now() - started };
+      } catch (error) {
+        if (error.name !== "AbortError" && mine === generation) fail(name, error);
+        return null;
+      }
+    };
+  }
+
+  function fail(name, error) {
+    $(`${name}-view`).dataset.state = "error";
+    $(`${name}-status`).textContent = "";
+    $(`${name}-problem`).textContent = error.message;
+    $(`${name}-problem`).hidden = false;
+  }
+
+  function ready(name, data) {
+    Object.assign($(`${name}-view`).dataset, { state: "ready", ...data });
+  }
+
+  // --- drawing ------------------------------------------------------------------------
+
+  /** Ticks of a log axis at powers of ten, at most ``count`` of them. */
+  function decades(low, high, count) {
+    const first = Math.ceil(Math.log10(low));
+    const last = Math.floor(Math.log10(high));
+    const every = Math.max(1, Math.ceil((last - first + 1) / count));
+    const ticks = [];
+    for (let e = last; e >= first; e -= every) ticks.push(10 ** e);
+    return ticks;
+  }
+
+  const power = (t) => (t === 1 ? "1" : `1e${Math.round(Math.log10(t))}`);
+
+  /** ``series`` ([{name, color, dash, bands: [{start, stop, value}]}]) as steps over each
+   *  band's positions, log-log; position 0 is left of the axis, a value of 0 at its foot. */
+  function drawBands(canvas, series, label) {
+    const { ctx, plot, ratio } = E.surface(canvas);
+    const edges = series.flatMap((s) => s.bands.flatMap((b) => [b.start, b.stop]));
+    const xLow = Math.max(1, Math.min(...edges));
+    const xHigh = Math.max(2 * xLow, ...edges);
+    const values = series.flatMap((s) => s.bands.map((b) => b.value)).filter((v) => v > 0);
+    const yLow = Math.min(1e-4, ...values) / 2;
+    const yHigh = Math.max(0.2, ...values) * 2;
+    const log = Math.log10;
+    const xAt = (t) => ((log(t) - log(xLow)) / (log(xHigh) - log(xLow))) * plot.w;
+    const yAt = (v) => ((log(yHigh) - log(Math.max(v, yLow))) / (log(yHigh) - log(yLow))) * plot.h;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(plot.x, plot.y, plot.w, plot.h);
+    ctx.clip();
+    ctx.font = `${11 * ratio}px system-ui, "DejaVu Sans", sans-serif`;
+    ctx.textAlign = "left";
+    ctx.textBaseline = "bottom";
+    ctx.lineWidth = ratio;
+    ctx.strokeStyle = THRESHOLD;
+    ctx.fillStyle = THRESHOLD;
+    ctx.setLineDash([5 * ratio, 4 * ratio]);
+    for (const t of THRESHOLDS) {
+      const y = plot.y + yAt(Number(t));
+      ctx.beginPath();
+      ctx.moveTo(plot.x, y);
+      ctx.lineTo(plot.x + plot.w, y);
+      ctx.stroke();
+      ctx.fillText(t, plot.x + 4 * ratio, y - 2 * ratio);
+    }
+    ctx.lineWidth = 1.75 * ratio;
+    for (const s of series) {
+      ctx.strokeStyle = s.color;
+      ctx.setLineDash((s.dash || []).map((d) => d * ratio));
+      ctx.beginPath();
+      let drawing = false;
+      for (const { start, stop, value } of s.bands) {
+        if (stop <= xLow) continue; // position 0 alone: left of a log axis
+        const y = plot.y + yAt(value);
+        const x = plot.x + xAt(Math.max(start, xLow));
+        if (drawing) ctx.lineTo(x, y);
+        else ctx.moveTo(x, y);
+        ctx.lineTo(plot.x + xAt(stop), y);
+        drawing = true;
+      }
+      ctx.stroke();
+    }
+    ctx.restore();
+    E.axes(ctx, plot, ratio,
+      { low: xLow, high: xHigh, label: "position", at: xAt, ticks: E.logTicks(xLow, xHigh),
+        text: E.compact },
+      { low: yLow, high: yHigh, label, at: yAt, text: power,
+        ticks: decades(yLow, yHigh, Math.max(2, plot.h / (28 * ratio))) });
+    Object.assign(canvas, { series, xLow, xHigh });
+  }
+
+  function legend(element, series) {
+    element.replaceChildren(...series.map((s) => {
+      const item = document.createElement("span");
+      const swatch = document.createElement("i");
+      swatch.style.background = s.color;
+      item.append(swatch, s.name);
+      return item;
+    }));
+  }
+
+  /** Hovering a band plot: the band under the mouse, each line's value there. */
+  function onBands(event) {
+    const canvas = event.currentTarget;
+    const { plot, ratio, series, xLow, xHigh } = canvas;
+    const px = event.offsetX * ratio - (plot ? plot.x : 0);
+    const py = event.offsetY * ratio - (plot ? plot.y : 0);
+    if (!series || px < 0 || py < 0 || px >= plot.w || py >= plot.h) return E.hide();
+    const position = Math.floor(xLow * (xHigh / xLow) ** (px / plot.w));
+    const lines = [];
+    const values = {};
+    let band = null;
+    for (const s of series) {
+      const at = s.bands.find((b) => b.start <= position && position < b.stop);
+      if (!at) continue;
+      band = at;
+      values[s.name] = at.value;
+      lines.push(`${s.name}: ${at.value.toPrecision(4)}`);
+    }
+    if (!band) return E.hide();
+    lines.unshift(`positions ${n(band.start)} .. ${n(band.stop - 1)}`);
+    E.show(event, lines, {
+      view: canvas.id, start: band.start, stop: band.stop, values: JSON.stringify(values),
+    });
+  }
+
+  // --- the audit ----------------------------------------------------------------------
+
+  const auditing = requests("audit");
+
+  function auditParams() {
+    return {
+      family: $("audit-family").value,
+      max_len: $("audit-max_len").value.trim(),
+      parameters: $("audit-parameters").value.trim(),
+    };
+  }
+
+  /** The audit's query: the parameters as typed, with max_len from its own field (and no
+   *  format: the view reads the JSON answer). */
+  function auditQuery(params) {
+    const search = new URLSearchParams(params.parameters.replace(/^\?/, ""));
+    search.delete("format");
+    search.set("max_len", params.max_len);
+    return search.toString();
+  }
+
+  /** A family chosen: its parameters replace the other family's untouched defaults. */
+  function onFamily() {
+    const input = $("audit-parameters");
+    const defaults = FAMILIES.map((family) => input.dataset[family]);
+    if (input.value.trim() === "" || defaults.includes(input.value.trim())) {
+      input.value = input.dataset[$("audit-family").value];
+    }
+  }
+
+  async function loadAudit() {
+    const params = auditParams();
+    const query = auditQuery(params);
+    const url = `${AUDIT}/${encodeURIComponent(params.family)}?${query}`;
+    const done = await auditing((signal) => fetchJson(url, signal));
+    if (!done) return;
+    audit = { params, query, answer: done.answer };
+    const drawn = drawAudit();
+    const { paths, parameters } = done.answer;
+    $("audit-status").textContent = `${paths.length} paths, ${paths[0].bands.length} bands ` +
+      `of ${n(parameters.max_len)} positions (${params.family}): fetched in ` +
+      `${done.ms.toFixed(0)} ms, drawn in ${drawn.toFixed(1)} ms.`;
+    ready("audit", { params: query, family: params.family, fetchMs: done.ms.toFixed(2),
+      drawMs: drawn.toFixed(2) });
+    remember("audit", params);
+  }
+
+  function drawAudit() {
+    const t0 = performance.now();
+    const { paths, exact_below: exact } = audit.answer;
+    const series = paths.map((path, i) => ({
+      name: path.name,
+      color: E.LINES[i % E.LINES.length],
+      dash: i < E.LINES.length ? [] : [6, 3],
+      bands: path.bands.map(({ start, stop, max_error: value }) => ({ start, stop, value })),
+    }));
+    drawBands($("audit-plot"), series, "largest error per band");
+    legend($("audit-legend"), series);
+    $("audit-reach").textContent = exact === undefined ? ""
+      : `first crossings exact below ${n(exact)} (past it, refined between samples)`;
+    listFirsts(paths);
+    return performance.now() - t0;
+  }
+
+  function listFirsts(paths) {
+    const cell = (value, name) => {
+      const td = document.createElement("td");
+      td.textContent = value === null || value === undefined ? "—" : n(value);
+      td.dataset.name = name;
+      td.dataset.value = String(value ?? "");
+      return td;
+    };
+    $("audit-table").tBodies[0].replaceChildren(...paths.map((path, i) => {
+      const row = document.createElement("tr");
+      const name = document.createElement("th");
+      const swatch = document.createElement("i");
+      swatch.style.background = E.LINES[i % E.LINES.length];
+      name.append(swatch, path.name);
+      name.title = path.description || "";
+      row.dataset.path = path.name;
+      row.append(name, ...THRESHOLDS.map((t) => cell(path.first_over[t], t)),
+        cell(path.first_misdirected, "misdirected"));
+      return row;
+    }));
+  }
+
+  // --- the comparison -----------------------------------------------------------------
+
+  const comparing = requests("compare");
+
+  function compareParams() {
+    const params = {};
+    for (const name of ["a", "b", "start", "stop"]) params[name] = $(`compare-${name}`).value.trim();
+    return params;
+  }
+
+  /** The body posted: the two tables as typed (JSON), and the positions. */
+  function body(params) {
+    const asked = {};
+    for (const name of ["a", "b"]) {
+      try {
+        asked[name] = JSON.parse(params[name]);
+      } catch (error) {
+        throw new Error(`table ${name}: not JSON (${error.message})`);
+      }
+    }
+    for (const name of ["start", "stop"]) if (params[name] !== "") asked[name] = Number(params[name]);
+    return JSON.stringify(asked);
+  }
+
+  async function loadCompare() {
+    const params = compareParams();
+    const done = await comparing(async (signal) => fetchJson(COMPARE, signal, {
+      method: "POST", body: body(params), headers: { "Content-Type": "application/json" },
+    }));
+    if (!done) return;
+    comparison = { params, answer: done.answer };
+    const drawn = drawCompare();
+    const { bands, start, stop } = done.answer;
+    $("compare-status").textContent = `${bands.length} bands of positions ${n(start)} .. ` +
+      `${n(stop - 1)}: fetched in ${done.ms.toFixed(0)} ms, drawn in ${drawn.toFixed(1)} ms.`;
+    ready("compare", { firstOver: JSON.stringify(done.answer.first_over),
+      fetchMs: done.ms.toFixed(2), drawMs: drawn.toFixed(2) });
+    remember("compare", params);
+  }
+
+  function drawCompare() {
+    const t0 = performance.now();
+    const { bands, first_over: first, start } = comparison.answer;
+    const series = [{
+      name: "largest difference", color: E.LINES[0],
+      bands: bands.map((b) => ({ start: b.start, stop: b.stop, value: b.max_difference })),
+    }];
+    if (bands.length && "max_angle_drift" in bands[0]) {
+      series.push({
+        name: "largest angle drift (radians)", color: DRIFT, dash: [6, 3],
+        bands: bands.map((b) => ({ start: b.start, stop: b.stop, value: b.max_angle_drift })),
+      });
+    }
+    drawBands($("compare-plot"), series, "largest per band");
+    legend($("compare-legend"), series);
+    const said = THRESHOLDS.map((t) => {
+      const at = first[t];
+      if (at === null || at === undefined) return `${t} never`;
+      return `${t} at ${n(at)}${at < start ? " (below start)" : ""}`;
+    });
+    $("compare-first").textContent = `the difference first passes ${said.join(", ")}`;
+    return performance.now() - t0;
+  }
+
+  // --- wiring -------------------------------------------------------------------------
+
+  const controls = {
+    audit: ["family", "max_len", "parameters"],
+    compare: ["a", "b", "start", "stop"],
+  };
+
+  function restoreFromAddress() {
+    const search = new URLSearchParams(location.search);
+    const view = search.get("view");
+    if (!Object.hasOwn(controls, view)) return;
+    for (const name of controls[view]) {
+      if (search.has(name)) $(`${view}-${name}`).value = search.get(name);
+    }
+  }
+
+  function remember(view, params) {
+    if (!E.isActive(view)) return;
+    history.replaceState(null, "", `?${new URLSearchParams({ view, ...params })}`);
+  }
+
+  function wire(view, load, draw, current) {
+    $(`${view}-controls`).addEventListener("submit", (event) => {
+      event.preventDefault();
+      load();
+    });
+    const reload = E.debounce(load, 250);
+    for (const control of $(`${view}-controls`).querySelectorAll("input, select")) {
+      control.addEventListener("change", reload);
+    }
+    $(`${view}-plot`).addEventListener("mousemove", onBands);
+    $(`${view}-plot`).addEventListener("mouseleave", E.hide);
+    window.addEventListener("resize", E.debounce(() => current() && E.isActive(view) && draw(), 150));
+    E.register(view, {
+      show() {
+        if (!current()) {
+          load();
+          return;
+        }
+        draw(); // canvases drawn while hidden have no size
+        remember(view, current().params);
+      },
+    });
+  }
+
+  restoreFromAddress();
+  $("audit-family").addEventListener("change", onFamily);
+  wire("audit", loadAudit, drawAudit, () => audit);
+  wire("compare", loadCompare, drawCompare, () => comparison);
+})();
