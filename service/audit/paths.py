@@ -18,7 +18,9 @@ order (``LlamaRotaryEmbedding.forward``: ``position_ids.float()`` times the floa
 - ``device``: not a table, an envelope (:mod:`.envelope`).
 
 A sinusoidal table's paths are ``library``, the tables stored in bfloat16 and float16, and
-the preset's rows at positions cast to float32, bfloat16 and float16.
+the preset's rows at positions cast to float32, bfloat16 and float16. ALiBi's bias is
+audited by distance: each head's entry is its slope times the distance (BLOOM's float32
+slopes and product for ``library``), the same paths.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _rope_library, engines, registry, rotary
+from service.encodings import _exact, _rope_library, alibi, engines, registry, rotary
+from service.encodings.alibi import BiasKey
 from service.encodings.registry import Key
 from service.encodings.rotary import RotaryKey
 
@@ -69,21 +72,53 @@ def entries(key: Key, rows: NDArray[Any]) -> Values:
     return np.concatenate([cos[:, first], sin[:, first]], axis=1).astype(np.float64)
 
 
+def width(key: Key) -> int:
+    """How many entries a position has in an audit."""
+    if isinstance(key, BiasKey):
+        return key.num_heads
+    return 2 * key.pairs if isinstance(key, RotaryKey) else key.width
+
+
 def exact(key: Key, positions: NDArray[np.int64]) -> Values:
-    """The exact entries at ``positions``."""
+    """The exact entries at ``positions`` (ALiBi: each head's slope times the distance)."""
+    if isinstance(key, BiasKey):
+        hi, lo = alibi.exact_slopes(key.num_heads)
+        p_hi, p_lo = _exact.dd_mul(
+            hi[None, :], lo[None, :], positions.astype(np.float64)[:, None], 0.0
+        )
+        return p_hi + p_lo
     reference = exact_key(key)
     return entries(key, registry.take(reference, positions))
 
 
+def _alibi(key: BiasKey, distances: NDArray[np.float64]) -> Values:
+    """BLOOM's bias magnitudes: the float32 slopes times float32 distances, in float32."""
+    slopes = alibi.library_slopes(key.num_heads)
+    with np.errstate(invalid="ignore", over="ignore"):
+        product = distances.astype(np.float32)[:, None] * slopes[None, :]
+    return product.astype(np.float64)
+
+
+def _library_table(key: Key, positions: NDArray[np.int64]) -> NDArray[Any]:
+    if isinstance(key, BiasKey):
+        return _alibi(key, positions.astype(np.float64)).astype(np.float32)
+    return registry.take(library_key(key), positions)
+
+
 def _library(key: Key, positions: NDArray[np.int64]) -> Values:
-    return entries(key, registry.take(library_key(key), positions))
+    table = _library_table(key, positions)
+    return table.astype(np.float64) if isinstance(key, BiasKey) else entries(key, table)
 
 
 def _stored(dtype: engines.CacheDType) -> Callable[[Key, NDArray[np.int64]], Values]:
     def values(key: Key, positions: NDArray[np.int64]) -> Values:
-        table = registry.take(library_key(key), positions).astype(np.float32)
-        engines.stored(table, dtype)
-        return entries(key, table)
+        table = _library_table(key, positions).astype(np.float32)
+        if dtype == "float16":  # past 65504: infinite, as .to(torch.float16) makes it
+            with np.errstate(over="ignore"):
+                table = table.astype(np.float16).astype(np.float32)
+        else:
+            engines.stored(table, dtype)
+        return table.astype(np.float64) if isinstance(key, BiasKey) else entries(key, table)
 
     return values
 
@@ -126,6 +161,8 @@ def _turned(
 
 def _positions(dtype: str) -> Callable[[Key, NDArray[np.int64]], Values]:
     def values(key: Key, positions: NDArray[np.int64]) -> Values:
+        if isinstance(key, BiasKey):
+            return _alibi(key, cast(positions, dtype))
         if isinstance(key, RotaryKey):
             inverse = rotary.library_frequencies(library_key(key))
             return _turned(key, cast(positions, dtype), inverse)

@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 
 from service.audit import bands, envelope, paths
 from service.audit.paths import Path
+from service.encodings.alibi import BiasKey
 from service.encodings.registry import Key
 from service.encodings.rotary import RotaryKey
 
@@ -39,7 +40,10 @@ def names(key: Key) -> list[str]:
 
 
 def _worst(key: Key) -> float:
-    """The largest difference two entries can have: cos and sin times the attention factor."""
+    """The largest difference two entries can have: cos and sin times the attention factor
+    (ALiBi's have no bound: the entry's own magnitude counts)."""
+    if isinstance(key, BiasKey):
+        return 0.0
     return 2 * key.attention if isinstance(key, RotaryKey) else 2.0
 
 
@@ -51,7 +55,8 @@ def _differences(
     broken = ~np.isfinite(got)
     with np.errstate(invalid="ignore"):
         differences = np.abs(got - exact)
-    differences[broken] = _worst(key)
+    # what cannot be read is as wrong as an entry can be (ALiBi: its whole magnitude)
+    differences[broken] = np.maximum(_worst(key), np.abs(exact))[broken]
     if not isinstance(key, RotaryKey):
         return differences, None
     pairs = key.pairs
@@ -92,12 +97,12 @@ def audit(
             matrix, description = functools.partial(_differences, key, path), path.description
         rotary = isinstance(key, RotaryKey)
         differences = matrix(positions, exact)
-        scan = min(max_len, SCAN // key.width), min(max_len, SCAN_FIRST // key.width)
+        scan = min(max_len, SCAN // paths.width(key)), min(max_len, SCAN_FIRST // paths.width(key))
         answers.append(
             _path(name, description, matrix, differences, positions, spans, rotary, *scan)
         )
-    found["every_position_below"] = min(max_len, SCAN // key.width)
-    found["exact_below"] = min(max_len, SCAN_FIRST // key.width)
+    found["every_position_below"] = min(max_len, SCAN // paths.width(key))
+    found["exact_below"] = min(max_len, SCAN_FIRST // paths.width(key))
     found["paths"] = answers
     return found
 
@@ -105,7 +110,7 @@ def audit(
 def plan(key: Key, max_len: int, spans: Sequence[bands.Band]) -> NDArray[np.int64]:
     """The positions evaluated: the bands' samples, and every position up to
     :data:`SCAN` entries (where the thresholds are usually first passed: found exactly)."""
-    head = np.arange(min(max_len, SCAN // key.width), dtype=np.int64)
+    head = np.arange(min(max_len, SCAN // paths.width(key)), dtype=np.int64)
     return np.union1d(bands.plan(spans), head)
 
 

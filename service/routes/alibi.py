@@ -45,4 +45,5 @@ BIAS: Final = declared.Declared(
     summary="ALiBi attention biases (causal, BLOOM or symmetric form), or a block of rows.",
     answer="The array, shape (num_heads,rows,key_len).",
     shape="num_heads,rows,key_len",
+    audit=True,  # by distance: each head's slope times it
 )

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request, Response
 
 from service import plots
 from service.audit import bands, report
+from service.audit import paths as audit_paths
 from service.codecs.types import MEDIA_TYPES
 from service.encodings import registry
 from service.errors import InvalidParameter
@@ -80,14 +81,16 @@ async def answer(
     with located(asked):
         table = declared.query.model_validate(given)
         key = await declared.key_of(runtime, table)
-    max_len = int(table.max_len)
+    # positions 0 .. max_len-1; ALiBi's: distances, up to its keys'
+    max_len = max(int(table.max_len), int(getattr(table, "key_len", None) or 0))
     limits = runtime.limits
     limits.last_position(max_len - 1 + registry.shift(key), "the last position audited")
     paths = chosen(query.paths, report.names(key))
     cuts = edges(query.bands, max_len)
     evaluated = len(bands.plan(bands.bands(max_len, cuts)))
     # each path's entries and the exact ones, at every position evaluated
-    limits.rows(evaluated * (len(paths) + 1), key.width, "positions audited × paths × width")
+    width = audit_paths.width(key)
+    limits.rows(evaluated * (len(paths) + 1), width, "positions audited × paths × width")
     fmt = query.format or "json"
     if fmt == "png":
         plots.require()
@@ -103,7 +106,7 @@ async def answer(
     if unchanged is not None:
         return unchanged
     work = functools.partial(report.audit, key, max_len, paths, cuts)
-    found = await unless_gone(request, lambda: runtime.compute(evaluated * key.width, work))
+    found = await unless_gone(request, lambda: runtime.compute(evaluated * width, work))
     document = {"family": name, "parameters": described, "reference": REFERENCE, **found}
     if fmt == "json":
         body = orjson.dumps(document)

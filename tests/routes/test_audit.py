@@ -203,3 +203,17 @@ def test_the_audit_of_a_config(http: httpx.Client) -> None:
     )
     assert one.status_code == 200, one.text
     assert one.json()["parameters"]["base"] == 1e6
+
+
+def test_alibis_bias_by_distance(http: httpx.Client) -> None:
+    """BLOOM's float32 slopes times the distance; in float16 a bias past 65504 is lost."""
+    answer = http.get("/v1/audit/alibi?num_heads=8&max_len=200000")
+    assert answer.status_code == 200, answer.text
+    paths = by_name(answer.json())
+    assert list(paths) == ROTARY_PATHS[:6]
+    # 8 heads: slopes 2^-1 .. 2^-8, exact in float32: the products are exact until 2^24
+    assert paths["library"]["first_over"]["1e-3"] is None
+    # a slope of 1/2 times 131071: 65535.5 rounds past float16's largest to infinity
+    assert paths["fp16-table"]["first_over"]["1e-1"] is not None
+    assert paths["fp16-table"]["bands"][-1]["max_error"] >= 65504
+    assert paths["bf16-positions"]["first_over"]["1e-3"] == 257
