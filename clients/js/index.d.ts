@@ -236,7 +236,7 @@ export interface ApplyParams {
 }
 
 /** The families an audit covers and a comparison takes. */
-export type Family = "rotary" | "sinusoidal" | "temperature";
+export type Family = "rotary" | "sinusoidal" | "temperature" | "alibi";
 
 /** An audit's parameters: the table's, as its GET takes them (`maxLen`, `headDim`, `base`,
  * `scaling`, ...; `dModel`, `preset`, ... for sinusoidal), less the rows, columns, dtype and

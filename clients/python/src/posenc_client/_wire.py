@@ -25,7 +25,7 @@ Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama
 Form = Literal["causal", "bloom", "symmetric"]
 Mrope = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
 # the families an audit covers (``GET /v1/audit/{family}``) and a comparison takes
-Family = Literal["rotary", "sinusoidal", "temperature"]
+Family = Literal["rotary", "sinusoidal", "temperature", "alibi"]
 # a query parameter's value: numbers, words, booleans, or numbers separated by commas
 Value = int | float | str | bool | Sequence[float] | None
 # a model's config.json, parsed or as its bytes (the clients also take a path and read it)
