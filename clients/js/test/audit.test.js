@@ -139,7 +139,7 @@ describe("audits", () => {
       pe.audit("sinusoidal", { maxLen: 1024, dModel: 64, paths: "device" }),
       isProblem(422, "paths"),
     );
-    await assert.rejects(pe.audit("alibi", { maxLen: 8 }), isProblem(404, "alibi"));
+    await assert.rejects(pe.audit("rope", { maxLen: 8 }), isProblem(404, "rope"));
   });
 
   test("the audit drawn: a PNG's bytes", async () => {

@@ -103,7 +103,7 @@ def test_other_families(pe: Client) -> None:
 def test_a_refused_audit_raises_the_problem(
     pe: Client, family: Any, asked: dict[str, Any], name: str
 ) -> None:
-    given = {"head_dim": 64} if family == "rotary" else {"d_model": 64}
+    given: dict[str, Any] = {"head_dim": 64} if family == "rotary" else {"d_model": 64}
     with pytest.raises(ProblemError) as caught:
         pe.audit(family, 1024, **given, **asked)
     assert caught.value.status == 422
@@ -113,7 +113,7 @@ def test_a_refused_audit_raises_the_problem(
 
 def test_an_unknown_family_is_not_found(pe: Client) -> None:
     with pytest.raises(ProblemError) as caught:
-        pe.audit("alibi", 1024)  # type: ignore[arg-type]
+        pe.audit("rope", 1024)  # type: ignore[arg-type]
     assert caught.value.status == 404
 
 
@@ -121,7 +121,12 @@ def test_the_audit_drawn(pe: Client, http: httpx.Client) -> None:
     picture = pe.audit_png("rotary", 131072, paths=["bf16-positions", "library"], **LLAMA31)
     assert picture.startswith(b"\x89PNG\r\n\x1a\n")
     query = {name: str(value) for name, value in LLAMA31.items()}
-    params = {"max_len": 131072, "paths": "bf16-positions,library", "format": "png", **query}
+    params: dict[str, Any] = {
+        "max_len": 131072,
+        "paths": "bf16-positions,library",
+        "format": "png",
+        **query,
+    }
     assert picture == http.get("/v1/audit/rotary", params=params).content
     with pytest.raises(ProblemError) as caught:
         pe.audit_png("rotary", 1024, paths="nope", head_dim=64)
