@@ -201,5 +201,5 @@ def test_an_audit_is_exported(tmp_path: Path, http: httpx.Client) -> None:
     assert picture.read_bytes().startswith(b"\x89PNG")
     with pytest.raises(cli.ExportError, match="format"):
         cli.export("rotary", {"max_len": 8, "head_dim": 8}, fmt="npy", audit=True)
-    with pytest.raises(cli.ExportError, match="no family 'alibi'"):
-        cli.export("alibi", {"max_len": 8}, audit=True)
+    with pytest.raises(cli.ExportError, match="no family 'alibi-slopes'"):
+        cli.export("alibi-slopes", {"num_heads": 8}, audit=True)  # slopes alone: no audit
