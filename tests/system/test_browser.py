@@ -631,6 +631,34 @@ def test_the_audit_view_draws_llama_31s_audit(visit: Visit) -> None:
     assert visit.errors == []
 
 
+def test_the_audit_view_audits_a_pasted_config(visit: Visit) -> None:
+    """A config.json pasted is posted to the audit's from-config; bad JSON is not sent."""
+    page = visit.page
+    page.goto(visit.url + "/?view=audit")
+    page.wait_for_selector('#audit-view[data-state="ready"]')
+    config = {
+        "head_dim": 64,
+        "max_position_embeddings": 8192,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+    }
+    page.fill("#audit-config", json.dumps(config))
+    page.fill("#audit-max_len", "8192")
+    page.click("#audit-controls button[type=submit]")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-params="max_len=8192"]')
+    with httpx.Client(base_url=visit.url, timeout=60) as http:
+        document = http.post(f"{AUDIT}/from-config", params={"max_len": 8192}, json=config).json()
+    cell = '#audit-table tr[data-path="library"] td[data-name="1e-3"]'
+    expected = document["paths"][0]["first_over"]["1e-3"]
+    assert page.text_content(cell) == ("—" if expected is None else str(expected))
+    page.fill("#audit-config", "{not json")
+    page.click("#audit-controls button[type=submit]")
+    page.wait_for_selector('#audit-view[data-state="error"]')
+    assert "not JSON" in (page.text_content("#audit-problem") or "")
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
 def test_the_audit_view_shows_the_services_problems(visit: Visit) -> None:
     page = visit.page
     page.goto(f"{visit.url}/?view=audit&max_len=0")

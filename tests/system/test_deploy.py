@@ -145,6 +145,7 @@ def test_the_cached_locations_are_the_immutable_routes() -> None:
         "/v1/audit/rotary",
         "/v1/audit/sinusoidal",
         "/v1/audit/temperature",
+        "/v1/audit/alibi",
     }
     assert {path for path in posts if cached.match(path)} == exact
 

@@ -185,6 +185,22 @@
     };
   }
 
+  /** A pasted config.json (rotary), or null; its parameters are from-config's: the
+   *  parameters field counts only when it is not a family's default. */
+  function pastedConfig(params) {
+    const text = $("audit-config").value.trim();
+    if (text === "" || params.family !== "rotary") return null;
+    try {
+      JSON.parse(text);
+    } catch (error) {
+      throw new Error(`config.json: not JSON (${error.message})`);
+    }
+    const input = $("audit-parameters");
+    const typed = FAMILIES.some((family) => input.dataset[family] === params.parameters)
+      ? "" : params.parameters;
+    return { text, query: auditQuery({ ...params, parameters: typed }) };
+  }
+
   /** The audit's query: the parameters as typed, with max_len from its own field (and no
    *  format: the view reads the JSON answer). */
   function auditQuery(params) {
@@ -205,9 +221,20 @@
 
   async function loadAudit() {
     const params = auditParams();
-    const query = auditQuery(params);
-    const url = `${AUDIT}/${encodeURIComponent(params.family)}?${query}`;
-    const done = await auditing((signal) => fetchJson(url, signal));
+    let config;
+    try {
+      config = pastedConfig(params);
+    } catch (error) {
+      fail("audit", error);
+      return;
+    }
+    const query = config ? config.query : auditQuery(params);
+    const family = encodeURIComponent(params.family);
+    const url = config ? `${AUDIT}/${family}/from-config?${query}` : `${AUDIT}/${family}?${query}`;
+    const init = config ? {
+      method: "POST", body: config.text, headers: { "Content-Type": "application/json" },
+    } : {};
+    const done = await auditing((signal) => fetchJson(url, signal, init));
     if (!done) return;
     audit = { params, query, answer: done.answer };
     const drawn = drawAudit();
