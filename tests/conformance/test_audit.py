@@ -10,7 +10,8 @@ what a model computes, in torch on CPU with transformers 5.23.0's own code (no w
   here: ``tf32-angles`` (no TF32 on CPU) and ``device`` (an envelope). Llama 3.1 (head_dim 128,
   rope_theta 500000, llama3: factor 8, low 1, high 4, original 8192) to max_len 32768, a plain
   rope (base 10000, head_dim 64) to 65536: ``exact_below`` is ``max_len``, and every position
-  below ``every_position_below`` (8192, 16384) is evaluated.
+  below ``every_position_below`` (16384, 32768: 2^21 entries of each pair's cos and sin) is
+  evaluated.
 - Error: ``|entry - exact|`` of each pair's cos and sin (``half``: columns ``:pairs``), exact
   from ``GET /v1/encodings/rotary?rounding=exact&dtype=float64`` (``test_rotary.py`` checks
   it against mpmath). torch's float32 ``cos`` and ``sin`` are not correctly rounded: within 1
@@ -82,10 +83,10 @@ CASES: Final = {
     "llama3.1": Case(
         {"head_dim": 128, "base": 500000.0, "scaling": "llama3", **LLAMA3},
         {"rope_theta": 500000.0, "rope_type": "llama3", **LLAMA3},
-        *(128, 32768, (8192, 32768)),
+        *(128, 32768, (16384, 32768)),
     ),
     "plain": Case(
-        {"head_dim": 64, "base": 10000.0}, {"rope_theta": 10000.0}, 64, 65536, (16384, 65536)
+        {"head_dim": 64, "base": 10000.0}, {"rope_theta": 10000.0}, 64, 65536, (32768, 65536)
     ),
 }
 
