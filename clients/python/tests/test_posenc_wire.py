@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 from posenc_client import ProblemError, read_npy, write_npy
-from posenc_client._wire import (
+from posenc_client._encoding import (
     NPY,
     NPZ,
     array_of,

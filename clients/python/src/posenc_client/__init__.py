@@ -20,8 +20,8 @@ with its RFC 9457 problem document. It imports nothing from the service.
 """
 
 from posenc_client._async import AsyncClient
+from posenc_client._encoding import ProblemError, RotaryLayers, Value, read_npy, write_npy
 from posenc_client._sync import Client
-from posenc_client._wire import ProblemError, RotaryLayers, Value, read_npy, write_npy
 
 __all__ = [
     "AsyncClient",

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -12,40 +11,24 @@ import httpx
 from numpy.typing import ArrayLike
 
 from posenc_client import _wire
-from posenc_client._wire import (
-    ROTARY,
-    SINUSOIDAL,
+from posenc_client._async_models import Models
+from posenc_client._encoding import (
     Array,
-    Call,
     Convention,
     DType,
-    Family,
     Form,
     Layout,
-    Mrope,
-    RotaryLayers,
     Rounding,
     Scaling,
     Value,
-    given,
+    read_config,
 )
+from posenc_client._wire import ROTARY, SINUSOIDAL, Call, given
 
 T = TypeVar("T")
 
 
-def _read(config: Mapping[str, Any] | str | os.PathLike[str] | bytes) -> Mapping[str, Any] | bytes:
-    """A ``config.json`` as given, or the bytes of the file at its path: a config.json is a
-    few KiB, read where it is asked for, as httpx reads a file body."""
-    return Path(config).read_bytes() if isinstance(config, str | os.PathLike) else config
-
-
-def _table(table: Mapping[str, Any]) -> Mapping[str, Any]:
-    """One table of a comparison, its ``config`` read where it is a path."""
-    config = table.get("config") if isinstance(table, Mapping) else None
-    return table if config is None else {**table, "config": _read(config)}
-
-
-class AsyncClient:
+class AsyncClient(Models):
     """The service over HTTP, for asyncio and trio; as :class:`~posenc_client.Client`.
     Every parameter left ``None`` is the service's
     default; keyword arguments beyond the named ones are passed on as they are named in the
@@ -145,27 +128,7 @@ class AsyncClient:
         override the config's; where its rope parameters are per layer type, ``layer_type``
         names the table (:meth:`rotary_layers` gives them all)."""
         request = given(locals(), parameters)
-        return await self._send(_wire.from_config(_read(config), request))
-
-    async def rotary_layers(
-        self,
-        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
-        *,
-        max_len: int | None = None,
-        start: int | None = None,
-        stop: int | None = None,
-        convention: Convention | None = None,
-        rounding: Rounding | None = None,
-        dtype: DType | None = None,
-        layer_type: str | None = None,
-        **parameters: Value,
-    ) -> RotaryLayers:
-        """A model's rotary tables by layer type (Gemma 3 and 4 have one per type), as
-        :meth:`from_config` takes the config: ``{"tables": {name: (cos, sin)},
-        "layer_types": [each layer's type] or None, "config_fields": [the fields read]}``;
-        a config with one set of rope parameters gives one table, named ``""``."""
-        request = given(locals(), parameters)
-        return await self._send(_wire.rotary_layers(_read(config), request))
+        return await self._send(_wire.from_config(read_config(config), request))
 
     async def rotary_apply(
         self,
@@ -184,83 +147,6 @@ class AsyncClient:
         """Queries or keys ``(..., L, head_dim)`` rotated by their positions' angles."""
         request = given(locals(), parameters)
         return await self._send(_wire.apply(ROTARY + "/apply", batch, position_ids, request))
-
-    async def rotary_positions(
-        self,
-        position_ids: ArrayLike,
-        *,
-        max_len: int,
-        head_dim: int,
-        base: float | None = None,
-        convention: Convention | None = None,
-        scaling: Scaling | None = None,
-        partial_rotary_factor: float | None = None,
-        rounding: Rounding | None = None,
-        dtype: DType | None = None,
-        mrope_section: Sequence[int] | str | None = None,
-        mrope_interleaved: bool | None = None,
-        **parameters: Value,
-    ) -> tuple[Array, Array]:
-        """The rotary tables ``(cos, sin)`` at ``position_ids`` (integers, ``(L,)`` or
-        ``(B, L)``; with ``mrope_section``, e.g. ``[16, 24, 24]``, M-RoPE's ``(3, L)`` or
-        ``(3, B, L)``), each ``(..., L, rotary_dim)``; ``max_len`` is the table's, as for
-        :meth:`rotary` (the sequence length ``dynamic`` and ``longrope`` scaling see)."""
-        request = given(locals(), parameters)
-        return await self._send(_wire.rotary_positions(position_ids, request))
-
-    async def mrope_positions(
-        self,
-        segments: Sequence[Mapping[str, Any]],
-        *,
-        model: Mrope | None = None,
-        spatial_merge_size: int | None = None,
-        tokens_per_second: int | None = None,
-        config: Mapping[str, Any] | str | os.PathLike[str] | bytes | None = None,
-    ) -> tuple[Array, int]:
-        """M-RoPE's position ids ``(3, L)`` (int64) and rope delta for a sequence of
-        ``segments`` (``{"text": 5}``, ``{"image": [t, h, w]}``, ``{"video": [t, h, w],
-        "seconds_per_grid": 1.0, "frame_text": 2}``), as Qwen2-VL's, Qwen2.5-VL's or
-        Qwen3-VL's ``get_rope_index``; the settings given override the ``config``'s."""
-        settings = {
-            "model": model,
-            "spatial_merge_size": spatial_merge_size,
-            "tokens_per_second": tokens_per_second,
-            "config": _read(config) if config is not None else None,
-        }
-        return await self._send(_wire.mrope_positions(segments, settings))
-
-    async def temperature(
-        self,
-        max_len: int,
-        *,
-        floor_scale: float | None = None,
-        attn_scale: float | None = None,
-        start: int | None = None,
-        stop: int | None = None,
-        rounding: Rounding | None = None,
-        dtype: DType | None = None,
-        **parameters: Value,
-    ) -> Array:
-        """Llama 4's query scale by position on its layers without RoPE, ``(rows,)``:
-        ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1``."""
-        return await self._send(_wire.temperature(given(locals(), parameters)))
-
-    async def temperature_from_config(
-        self,
-        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
-        *,
-        max_len: int | None = None,
-        start: int | None = None,
-        stop: int | None = None,
-        rounding: Rounding | None = None,
-        dtype: DType | None = None,
-        **parameters: Value,
-    ) -> tuple[Array, list[str] | None]:
-        """Llama 4's query scales ``(rows,)`` from its ``config.json`` (as
-        :meth:`from_config` takes it), and each layer's kind: ``rope``, or ``nope`` (the
-        layers the scales are for); ``None`` where the config does not say."""
-        request = given(locals(), parameters)
-        return await self._send(_wire.temperature_from_config(_read(config), request))
 
     async def alibi_slopes(
         self, num_heads: int, *, dtype: DType | None = None, rounding: Rounding | None = None
@@ -289,49 +175,6 @@ class AsyncClient:
         cos first)."""
         given = parameters if max_len is None else {"max_len": max_len, **parameters}
         return await self._send(_wire.table(family, given))
-
-    async def audit(
-        self,
-        family: Family,
-        max_len: int,
-        *,
-        paths: Sequence[str] | str | None = None,
-        bands: Sequence[int] | str | None = None,
-        **parameters: Value,
-    ) -> dict[str, Any]:
-        """How far each computation path's ``family`` table (its parameters as the table's
-        ``GET`` takes them, less the rows, columns, dtype and rounding) is from the exact
-        one, by position band (``GET /v1/audit/{family}``): ``{"family", "parameters",
-        "reference", "thresholds", "every_position_below", "exact_below", "paths": [{"name",
-        "description", "bands", "first_over", ...}]}``. ``paths`` picks the paths and their
-        order (default every one that applies); ``bands`` the band edges (positions)."""
-        request: dict[str, Value] = {"max_len": max_len, "bands": bands, **parameters}
-        return await self._send(_wire.audit(family, request, paths))
-
-    async def audit_png(
-        self,
-        family: Family,
-        max_len: int,
-        *,
-        paths: Sequence[str] | str | None = None,
-        bands: Sequence[int] | str | None = None,
-        **parameters: Value,
-    ) -> bytes:
-        """The audit of :meth:`audit` drawn, error against position (log-log), as PNG
-        bytes; a service without its plots extra answers 501."""
-        request: dict[str, Value] = {"max_len": max_len, "bands": bands, **parameters}
-        return await self._send(_wire.audit_png(family, request, paths))
-
-    async def compare(
-        self, a: Mapping[str, Any], b: Mapping[str, Any], *, stop: int, start: int = 0
-    ) -> dict[str, Any]:
-        """Tables ``a`` and ``b`` side by side over positions ``start .. stop-1`` (``POST
-        /v1/compare``), each ``{"family": "rotary", "parameters": {...}}`` (the ``GET``'s
-        parameters) or ``{"family": "rotary", "config": ..., "parameters": {...}}`` (a
-        ``config.json`` as :meth:`from_config` takes it, and from-config's parameters):
-        ``{"start", "stop", "bands": [{"start", "stop", "samples", "max_difference",
-        "mean_difference", "max_angle_drift" (rotary)}], "first_over": {"1e-3": ...}}``."""
-        return await self._send(_wire.compare(_table(a), _table(b), start, stop))
 
     async def presets(self) -> list[dict[str, Any]]:
         """The sinusoidal presets, each with its source and formula (``GET /v1/presets``)."""
