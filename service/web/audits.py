@@ -87,7 +87,9 @@ async def answer(
     limits.last_position(max_len - 1 + registry.shift(key), "the last position audited")
     paths = chosen(query.paths, report.names(key))
     cuts = edges(query.bands, max_len)
-    evaluated = len(bands.plan(bands.bands(max_len, cuts)))
+    # the positions the audit evaluates (the bands' samples and the scanned head), counted
+    # as it will count them
+    evaluated = len(report.plan(key, max_len, bands.bands(max_len, cuts)))
     # each path's entries and the exact ones, at every position evaluated
     width = audit_paths.width(key)
     limits.rows(evaluated * (len(paths) + 1), width, "positions audited × paths × width")

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Final, Literal
 
 import anyio
-import numpy as np
 import orjson
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service import plots
 from service.audit import bands, compare
+from service.audit import paths as audit_paths
 from service.codecs.types import MEDIA_TYPES
 from service.encodings.registry import Key
 from service.errors import InvalidInput
@@ -80,8 +80,8 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             raise InvalidInput("stop", f"must be above start ({asked.start})")
         a = await _key(runtime, known, asked.a, "a", asked.stop)
         b = await _key(runtime, known, asked.b, "b", asked.stop)
-        origin = np.zeros(1, dtype=np.int64)
-        width_a, width_b = (compare.values(key, origin).shape[1] for key in (a, b))
+        # the entries a position has, from the keys: no row computed on the event loop
+        width_a, width_b = audit_paths.width(a), audit_paths.width(b)
         if width_a != width_b:
             raise InvalidInput(
                 "b", f"its entries are {width_b} a row, a's {width_a}: not comparable"
