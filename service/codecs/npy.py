@@ -20,6 +20,7 @@ from service.codecs.types import (
     MAX_DIMS,
     MEDIA_TYPES,
     Buffer,
+    data_bytes,
     Encoded,
     Parts,
     fits,
@@ -66,7 +67,7 @@ def encode(parts: Parts) -> Encoded:
     allow_pickle=False)`` reads."""
     data = [little_endian(part) for part in parts]
     head = header(shape_of(data), data[0].dtype)
-    body = b"".join([head, *(part.data.cast("B") for part in data)])
+    body = b"".join([head, *(data_bytes(part) for part in data)])
     return {"content-type": MEDIA_TYPES["npy"]}, body
 
 

@@ -17,6 +17,7 @@ from service.codecs.types import (
     Encoded,
     Headers,
     Parts,
+    data_bytes,
     fits,
     little_endian,
     shape_of,
@@ -41,7 +42,7 @@ def encode(parts: Parts) -> Encoded:
     """The concatenated ``parts`` as little-endian C-order bytes, with ``X-Shape`` (the
     dimensions, comma-separated) and ``X-Dtype``."""
     data = [little_endian(part) for part in parts]
-    body = b"".join(part.data.cast("B") for part in data)
+    body = b"".join(data_bytes(part) for part in data)
     return headers(shape_of(data), data[0].dtype), body
 
 

@@ -47,6 +47,12 @@ def little_endian(array: NDArray[Any]) -> NDArray[Any]:
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
 
 
+def data_bytes(array: NDArray[Any]) -> memoryview:
+    """The bytes of a C-contiguous ``array``, as a flat view: no copy, and empty for an
+    array with no element (``memoryview.cast`` refuses a shape with a zero in it)."""
+    return array.reshape(-1).view(np.uint8).data
+
+
 def shape_of(parts: Parts) -> tuple[int, ...]:
     """The shape of the concatenation of ``parts``."""
     return (sum(len(part) for part in parts), *parts[0].shape[1:])

@@ -208,3 +208,19 @@ def test_headers_of_other_writers_are_read() -> None:
     header = '{"descr": "<f4", "fortran_order": False, "shape": (2, 3)}'
     assert npy.decode(npy_file(header, data)).shape == (2, 3)
     assert npy.decode(npy_file(fields(shape="(6,)"), data, b"\x02\x00")).shape == (6,)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        pytest.param([np.ones((0,), np.float32)], id="(0,)"),
+        pytest.param([np.ones((2, 0, 3), np.float16)], id="(2,0,3)"),
+        pytest.param([np.ones((0, 3)), np.ones((2, 3)), np.ones((0, 3))], id="empty-blocks"),
+    ],
+)
+def test_arrays_with_no_element_are_written(parts: list[np.ndarray[Any, Any]]) -> None:
+    """A zero in a shape is an array like any other (``memoryview.cast`` refuses it)."""
+    headers, body = npy.encode(parts)
+    written = np.load(io.BytesIO(body), allow_pickle=False)
+    assert np.array_equal(written, np.concatenate(parts))
+    assert written.shape == np.concatenate(parts).shape

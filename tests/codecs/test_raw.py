@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -102,3 +104,19 @@ def test_dtypes_are_the_tables() -> None:
     for text in ("int8", "float", "Float32", "bfloat16", ""):
         with pytest.raises(ValueError, match="float32, float64, float16"):
             raw.parse_dtype(text)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        pytest.param([np.ones((0,), np.float32)], id="(0,)"),
+        pytest.param([np.ones((2, 0, 3), np.float16)], id="(2,0,3)"),
+        pytest.param([np.ones((0, 3)), np.ones((2, 3)), np.ones((0, 3))], id="empty-blocks"),
+    ],
+)
+def test_arrays_with_no_element_are_written(parts: list[np.ndarray[Any, Any]]) -> None:
+    """A zero in a shape is an array like any other (``memoryview.cast`` refuses it)."""
+    headers, body = raw.encode(parts)
+    whole = np.concatenate(parts)
+    assert headers["x-shape"] == ",".join(map(str, whole.shape))
+    assert np.array_equal(raw.decode(body, whole.shape, headers["x-dtype"]), whole)

@@ -85,6 +85,25 @@ def test_npy_is_the_int64_ids(http: httpx.Client) -> None:
     assert accepted.headers["vary"] == "Accept"
 
 
+@pytest.mark.parametrize("fmt", ["json", "npy"])
+@pytest.mark.parametrize(
+    "segments", [[{"text": 0}], [{"text": 0}, {"text": 0}]], ids=["one", "two"]
+)
+def test_a_layout_of_no_token_is_the_empty_ids_in_every_format(
+    http: httpx.Client, fmt: str, segments: list[dict[str, int]]
+) -> None:
+    """No token is (3, 0) ids, an array like any other (the .npy once failed on its zero)."""
+    answer = post(http, {"segments": segments}, f"format={fmt}")
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-rope-delta"] == "0"
+    if fmt == "json":
+        document = answer.json()
+        assert (document["position_ids"], document["length"]) == ([[], [], []], 0)
+    else:
+        ids = np.load(io.BytesIO(answer.content), allow_pickle=False)
+        assert (ids.shape, ids.dtype) == ((3, 0), np.int64)
+
+
 def test_the_settings_from_a_config(http: httpx.Client) -> None:
     config = {
         "model_type": "qwen2_5_vl",

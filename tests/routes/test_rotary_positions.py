@@ -12,6 +12,7 @@ import httpx
 import numpy as np
 import orjson
 import pytest
+import safetensors.numpy
 from numpy.typing import NDArray
 
 from service.app import create_app
@@ -21,6 +22,7 @@ from tests.support import assert_problem, in_process, npy_bytes, npz_bytes
 ROTARY = "/v1/encodings/rotary"
 TABLE = "max_len=4096&head_dim=16&base=10000"
 NPY = {"content-type": "application/x-npy"}
+JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +153,73 @@ def test_apply_with_m_rope_takes_three_axis_ids_only(http: httpx.Client) -> None
         headers={"content-type": "application/x-npz"},
     )
     assert plain.status_code == 200, plain.text  # no ids: positions 0.., every axis alike
+
+
+def named_shapes(answer: httpx.Response, fmt: str) -> dict[str, tuple[int, ...]]:
+    """The shape of each array an answer holds: cos and sin by name, or ``npy`` and ``raw``'s
+    one array (the two stacked), as JSON states it."""
+    assert answer.status_code == 200, answer.text
+    if fmt == "json":  # nested lists of no number lose the shape: the answer states it
+        document = answer.json()
+        assert all(np.array(document[name]).size == 0 for name in ("cos", "sin"))
+        return {"stacked": tuple(document["shape"])}
+    if fmt == "npz":
+        return {name: array.shape for name, array in members(answer).items()}
+    if fmt == "safetensors":
+        tensors = safetensors.numpy.load(answer.content)
+        return {name: array.shape for name, array in tensors.items()}
+    if fmt == "raw":
+        assert answer.content == b""
+        return {"stacked": tuple(int(n) for n in answer.headers["x-shape"].split(","))}
+    return {"stacked": np.load(io.BytesIO(answer.content), allow_pickle=False).shape}
+
+
+EMPTY_IDS = [
+    pytest.param("", orjson.dumps({"position_ids": []}), JSON, (0,), id="json-[]"),
+    pytest.param("", orjson.dumps({"position_ids": [[]]}), JSON, (1, 0), id="json-[[]]"),
+    pytest.param("", orjson.dumps({"position_ids": [[], [], []]}), JSON, (3, 0), id="json-3x[]"),
+    pytest.param("", npy_bytes(np.zeros(0, np.int64)), NPY, (0,), id="npy-(0,)"),
+    pytest.param("", npy_bytes(np.zeros((2, 0), np.uint8)), NPY, (2, 0), id="npy-(2,0)"),
+    pytest.param(
+        "&mrope_section=2,3,3",
+        orjson.dumps({"position_ids": [[], [], []]}),
+        JSON,
+        (0,),
+        id="m-rope-json-3x[]",
+    ),
+    pytest.param(
+        "&mrope_section=2,3,3", npy_bytes(np.zeros((3, 0), np.int64)), NPY, (0,), id="m-rope-npy"
+    ),
+]
+
+
+@pytest.mark.parametrize("fmt", ["json", "npy", "npz", "raw", "safetensors"])
+@pytest.mark.parametrize(("query", "body", "headers", "shape"), EMPTY_IDS)
+def test_no_position_ids_are_an_empty_answer_in_every_format(
+    http: httpx.Client,
+    fmt: str,
+    query: str,
+    body: bytes,
+    headers: dict[str, str],
+    shape: tuple[int, ...],
+) -> None:
+    """An empty table is an array like any other: no id gives rows of none, not a 500
+    (npy and raw once failed on an array with a zero in its shape)."""
+    answer = http.post(
+        f"{ROTARY}/positions?{TABLE}{query}&format={fmt}", content=body, headers=headers
+    )
+    got = named_shapes(answer, fmt)
+    if fmt in ("json", "npy", "raw"):
+        assert got == {"stacked": (2, *shape, 16)}
+    else:
+        assert got == {"cos": (*shape, 16), "sin": (*shape, 16)}
+
+
+@pytest.mark.parametrize("ids", [[], [[]]])
+def test_m_rope_ids_need_their_three_axes_even_when_empty(http: httpx.Client, ids: Any) -> None:
+    answer = http.post(
+        f"{ROTARY}/positions?{TABLE}&mrope_section=2,3,3&format=npy",
+        content=orjson.dumps({"position_ids": ids}),
+        headers=JSON,
+    )
+    assert_problem(answer, 422, "position_ids", "(3, L)")
