@@ -4,7 +4,6 @@ positions, as PNG drawn by matplotlib. Repeats are answered by the replay layer.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Final
 
@@ -34,6 +33,16 @@ _RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
 router = APIRouter(tags=["pictures"])
 
 
+def _bounded(runtime: Runtime, query: HeatmapQuery | SimilarityQuery) -> None:
+    """The limits each parameter has alone (the picture's size, the table's last position,
+    a row's width), before any arithmetic is done with them: a max_len of 400 digits is
+    refused by its name, not by a float that overflows on the way to a row count."""
+    runtime.limits.picture(query.width, query.height)
+    shift = registry.shift(query.key())
+    # no row counted yet: _picture counts them once a similarity's step is known
+    runtime.limits.table_rows(0, query.d_model, query.max_len, "d_model", shift)
+
+
 async def _picture(
     request: Request,
     runtime: Runtime,
@@ -42,11 +51,9 @@ async def _picture(
     rows: int,
     draw: Callable[[], Awaitable[bytes]],
 ) -> Response:
-    """The picture ``draw`` makes from ``rows`` rows, once its limits are checked; 304 for
-    a current tag."""
-    shift = registry.shift(query.key())
-    runtime.limits.table_rows(rows, query.d_model, query.max_len, "d_model", shift)
-    runtime.limits.picture(query.width, query.height)
+    """The picture ``draw`` makes from ``rows`` rows, once the limits of its parameters
+    (:func:`_bounded`, checked first) and of its rows are; 304 for a current tag."""
+    runtime.limits.rows(rows, query.d_model, "rows × d_model")
     plots.require()
     etag = fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())
     headers = {"etag": etag, "cache-control": IMMUTABLE}
@@ -75,6 +82,7 @@ async def get_heatmap(
     query: Annotated[HeatmapQuery, Query()], request: Request, runtime: RuntimeDep
 ) -> Response:
     """A table, or a block of it, as a PNG heatmap: positions down, dimensions across."""
+    _bounded(runtime, query)
     block = handlers.Block(
         query.key(), query.start, query.row_stop, query.dim_start, query.col_stop, query.max_len
     )
@@ -108,8 +116,10 @@ async def get_similarity(
     query: Annotated[SimilarityQuery, Query()], request: Request, runtime: RuntimeDep
 ) -> Response:
     """The dot products PE[p] · PE[q] of the rows start .. stop-1, as a PNG."""
-    # one row and column per pixel at most: more positions than that are drawn every step-th
-    step = math.ceil((query.row_stop - query.start) / min(query.width, query.height))
+    _bounded(runtime, query)
+    # one row and column per pixel at most: more positions than that are drawn every
+    # step-th (integer arithmetic: a float quotient is rounded, and overflows past 1e308)
+    step = -(-(query.row_stop - query.start) // min(query.width, query.height))
     count = len(range(query.start, query.row_stop, step))
 
     async def draw() -> bytes:

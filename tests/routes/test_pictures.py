@@ -151,6 +151,31 @@ def test_picture_limits_are_named(api: httpx.Client, path: str, query: str, sett
     assert problem["setting"] == setting
 
 
+HUGE = "1" + "0" * 400  # past any limit, and past any float (1e308)
+
+
+@pytest.mark.parametrize(
+    ("parameter", "words"),
+    [
+        pytest.param("max_len", ["max_len", "PE_MAX_POSITION"], id="max_len"),
+        pytest.param("d_model", ["d_model", "PE_MAX_WIDTH"], id="d_model"),
+        pytest.param("start", ["start", "less than max_len"], id="start"),
+        pytest.param("stop", ["stop", "at most max_len"], id="stop"),
+        pytest.param("width", ["width", "PE_MAX_IMAGE_WIDTH"], id="width"),
+        pytest.param("height", ["height", "PE_MAX_IMAGE_HEIGHT"], id="height"),
+    ],
+)
+@pytest.mark.parametrize("path", [HEATMAP, SIMILARITY])
+def test_a_huge_integer_is_refused_by_its_name(
+    api: httpx.Client, path: str, parameter: str, words: list[str]
+) -> None:
+    """Refused by the parameter's own limit, before any arithmetic: the similarity's step
+    once divided max_len as a float (an OverflowError, a 500)."""
+    query = {"max_len": "64", "d_model": "16", parameter: HUGE}
+    answer = api.get(path, params=query)
+    assert_problem(answer, 422, *words)
+
+
 def test_the_image_limits_are_settings() -> None:
     settings = Settings(max_image_width=400, max_image_height=300)
     with in_process(create_app(settings)) as http:
