@@ -164,9 +164,12 @@ class UnsupportedMediaType(ServiceError):
     title = "Unsupported Media Type"
     slug = "unsupported-media-type"
 
-    def __init__(self, content_type: str | None, accepted: list[str]) -> None:
+    def __init__(self, content_type: str | None, accepted: list[str], hint: str = "") -> None:
+        """``accepted``: exactly the media types the endpoint reads; ``hint``: how to send
+        one of them, where the type sent says what the client did (curl's ``-d``)."""
         shown = "no Content-Type" if not content_type else f"Content-Type {content_type!r}"
-        super().__init__(f"{shown} is not one of {', '.join(accepted)}", accepted=accepted)
+        advice = f"; {hint}" if hint else ""
+        super().__init__(f"{shown} is not one of {', '.join(accepted)}{advice}", accepted=accepted)
 
 
 class PlotsUnavailable(ServiceError):

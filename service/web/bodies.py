@@ -5,14 +5,15 @@ every other body the process holds, ``PE_POSTED_BYTES``."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import aclosing
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import anyio
 from fastapi import Request
 from starlette.requests import ClientDisconnect
 
+from service import codecs
 from service.codecs import raw
 from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, BodyFormat
 from service.errors import (
@@ -26,17 +27,42 @@ from service.limits import Reservation
 from service.runtime import Runtime
 from service.text import shown
 
-_BODY_TYPES = {MEDIA_TYPES[fmt]: fmt for fmt in BODY_FORMATS}
 # A raw body's dtype when neither X-Dtype nor the dtype parameter says (as a JSON body's).
 RAW_DTYPE = "float32"
+# What curl sends without -H 'Content-Type: ...': -d's default, and -F's.
+_FORM: Final = "application/x-www-form-urlencoded"
+_MULTIPART: Final = "multipart/form-data"
 
 
-def body_format(content_type: str | None) -> BodyFormat:
-    """The body format a ``Content-Type`` names; 415 for any other."""
+def body_format(
+    content_type: str | None, accepted: Sequence[BodyFormat] = BODY_FORMATS
+) -> BodyFormat:
+    """The format, among ``accepted`` (an endpoint's, in its order of preference), that a
+    ``Content-Type`` names; 415 for any other, listing exactly the accepted types, with how
+    to send one where the type sent says how the client was called (curl's ``-d``)."""
     media = (content_type or "").split(";")[0].strip().lower()
-    if media not in _BODY_TYPES:
-        raise UnsupportedMediaType(content_type, list(_BODY_TYPES))
-    return _BODY_TYPES[media]
+    types = {MEDIA_TYPES[fmt]: fmt for fmt in accepted}
+    if media not in types:
+        raise UnsupportedMediaType(content_type, list(types), _hint(media, accepted))
+    return types[media]
+
+
+def _hint(media: str, accepted: Sequence[BodyFormat]) -> str:
+    """How to send a body of an ``accepted`` format, for a client that sent ``media``:
+    curl's defaults (``-d``, ``-F``) and no type at all get the header to add."""
+    header = f"-H 'Content-Type: {MEDIA_TYPES[accepted[0]]}'"
+    if media == _FORM:
+        # -d @FILE drops a file's newlines: harmless in JSON, not in binary bytes
+        binary = not all(codecs.textual(fmt) for fmt in accepted)
+        other = ", or another type above with --data-binary @FILE" if binary else ""
+        return f"curl -d sends this type unless told otherwise: add {header}{other}"
+    other = " (or another type above)" if len(accepted) > 1 else ""
+    if media == _MULTIPART:
+        return (
+            "the body is read as it is sent, not as a form (curl -F): send it with "
+            f"--data-binary @FILE and {header}{other}"
+        )
+    return f"add {header}{other}" if not media else ""
 
 
 def raw_layout(

@@ -13,7 +13,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from service.errors import InvalidInput, InvalidParameter, MalformedBody, UnsupportedMediaType
+from service.errors import InvalidInput, InvalidParameter, MalformedBody
 from service.limits import reserving
 from service.runtime import Runtime
 from service.web.bodies import body_format, read_posted
@@ -26,8 +26,7 @@ async def posted_document(
     """The JSON document posted with ``request`` (415 for any other media type: a document,
     never a batch), as ``read`` parses and checks it in a worker thread."""
     content_type = combined(request.scope["headers"], b"content-type")
-    if body_format(content_type) != "json":
-        raise UnsupportedMediaType(content_type, ["application/json"])
+    body_format(content_type, ("json",))
     with reserving(runtime.posted) as reservation:  # a config.json: a few KiB, while parsed
         body = await read_posted(request, runtime, runtime.limits.config_bytes, reservation)
         if not body.strip():

@@ -21,7 +21,7 @@ from service.codecs import npy
 from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, BodyFormat, Encoded, Format
 from service.encodings import registry
 from service.encodings.registry import Key
-from service.errors import InvalidInput, MalformedBody, UnsupportedMediaType
+from service.errors import InvalidInput, MalformedBody
 from service.limits import Limits, reserving
 from service.runtime import Runtime
 from service.web import openapi
@@ -32,7 +32,7 @@ from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, negotiate
 from service.web.responses import respond
 
-_BODIES: Final = ("json", "npy")
+_BODIES: Final[tuple[BodyFormat, ...]] = ("json", "npy")
 # an answer's fields that name a block of rows, which rows at ids do not have
 _WINDOW: Final = ("start", "stop", "dim_start", "dim_stop", "shape")
 _BODY: Final[dict[str, Any]] = {
@@ -60,9 +60,7 @@ def route(routes: APIRouter, declared: Declared[Any, Any], spec: Positions[Any])
     async def post(query: Any, request: Request, runtime: Runtime) -> Response:
         raw = request.scope["headers"]
         content_type = combined(raw, b"content-type")
-        kind = body_format(content_type)
-        if kind not in _BODIES:
-            raise UnsupportedMediaType(content_type, [MEDIA_TYPES[body] for body in _BODIES])
+        kind = body_format(content_type, _BODIES)
         key = await declared.key_of(runtime, query)
         offered = FORMATS if registry.arrays(key) else TABLE_FORMATS
         fmt = getattr(query, "format", None) or negotiate(combined(raw, b"accept"), offered)

@@ -10,9 +10,11 @@ import socket
 import struct
 import tracemalloc
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx
 import numpy as np
 import pytest
 from starlette.requests import Request
@@ -56,6 +58,61 @@ def test_body_formats(content_type: str, fmt: str) -> None:
 def test_other_media_types_are_415(content_type: str | None) -> None:
     with pytest.raises(UnsupportedMediaType):
         body_format(content_type)
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with in_process(create_app(Settings())) as client:
+        yield client
+
+
+def _posts() -> list[Any]:
+    """Every v1 POST and the media types its contract says it takes."""
+    spec = create_app(Settings()).openapi()
+    return [
+        pytest.param(path, list(item["post"]["requestBody"]["content"]), id=path)
+        for path, item in spec["paths"].items()
+        if path.startswith("/v1/") and "post" in item
+    ]
+
+
+# a query the route takes, so that the body is what it refuses
+_QUERIES = {"/v1/encodings/rotary/positions": "?max_len=4&head_dim=4"}
+
+
+@pytest.mark.parametrize(
+    ("content_type", "words"),
+    [
+        pytest.param(
+            "application/x-www-form-urlencoded",
+            ["curl -d", "add -H 'Content-Type: application/json'"],
+            id="curl-d",
+        ),
+        pytest.param(
+            None, ["no Content-Type", "add -H 'Content-Type: application/json'"], id="none"
+        ),
+        pytest.param(
+            "multipart/form-data; boundary=x",
+            ["curl -F", "--data-binary @FILE", "-H 'Content-Type: application/json'"],
+            id="curl-F",
+        ),
+        pytest.param("text/csv", [], id="other"),
+    ],
+)
+@pytest.mark.parametrize(("path", "types"), _posts())
+def test_a_415_lists_exactly_what_the_endpoint_takes_and_how_to_send_it(
+    http: httpx.Client, path: str, types: list[str], content_type: str | None, words: list[str]
+) -> None:
+    """``curl -d '{...}' URL`` sends a form's type: the 415 lists the endpoint's own media
+    types (a JSON-only one once listed all five body formats) and says what to add."""
+    headers = {"content-type": content_type} if content_type else {}
+    answer = http.post(path + _QUERIES.get(path, ""), content=b'{"a": 1}', headers=headers)
+    problem = assert_problem(answer, 415, *words)
+    assert sorted(problem["accepted"]) == sorted(types)
+    assert problem["accepted"][0] == "application/json"  # the type the hint names
+    if content_type == "application/x-www-form-urlencoded":
+        # -d @FILE drops a file's newlines: harmless in JSON, not in an .npy
+        assert ("--data-binary" in problem["detail"]) == (len(types) > 1)
 
 
 def fields(**headers: str) -> list[tuple[bytes, bytes]]:
