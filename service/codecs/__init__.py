@@ -49,8 +49,10 @@ class Codec:
 
 
 def _stacked(arrays: Mapping[str, Parts]) -> Parts:
-    """Several arrays of one shape as one, along a new first axis, in ``arrays``' order."""
-    return [np.stack([joined(parts) for parts in arrays.values()])]
+    """Several arrays of one shape as one, along a new first axis, in ``arrays``' order:
+    as blocks of one row each, which the encoders join into their bytes (``np.stack``
+    would first copy them all into another array of the answer's size)."""
+    return [joined(parts)[np.newaxis] for parts in arrays.values()]
 
 
 def _raw_decode(body: bytearray, reading: Reading) -> dict[str, NDArray[Any]]:

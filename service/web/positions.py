@@ -33,6 +33,9 @@ from service.web.negotiation import accepts_gzip, combined, negotiate
 from service.web.responses import respond
 
 _BODIES: Final[tuple[BodyFormat, ...]] = ("json", "npy")
+# The answer's numbers computed at a time: a chunk's ids converted and its rows' temporaries
+# are what a request holds besides its answer.
+_CHUNK_ELEMENTS: Final = 1 << 18
 # an answer's fields that name a block of rows, which rows at ids do not have
 _WINDOW: Final = ("start", "stop", "dim_start", "dim_stop", "shape")
 _BODY: Final[dict[str, Any]] = {
@@ -114,7 +117,9 @@ def ids_of(
 ) -> NDArray[Any]:
     """The posted ids, checked: shaped ``(L,)`` or ``(B, L)`` after a leading axis of
     ``axes`` when there are several, their rows × ``width`` within the limits (before any
-    is converted), then integers (int64) or finite numbers (float64)."""
+    is converted), then non-negative integers within int64, or finite numbers. They keep
+    the dtype they were sent in (an .npy's are a view of the body): the rows' computation
+    converts a chunk at a time (uint8 ids as int64 would be eight times the body)."""
     if not body:
         raise MalformedBody(f"the body is empty: send the position ids ({MEDIA_TYPES[kind]})")
     if kind == "json":
@@ -132,15 +137,13 @@ def ids_of(
     count = ids.size // axes
     limits.rows(count, width, "position ids × width")
     if not ids.size:
-        return ids.astype(np.int64 if integers else np.float64)
+        return ids
     if integers:
         if ids.dtype.kind == "u" and int(ids.max()) > np.iinfo(np.int64).max:
             raise InvalidInput("position_ids", f"holds {int(ids.max())}, past int64")
         if int(ids.min()) < 0:
             raise InvalidInput("position_ids", f"must be non-negative, not {int(ids.min())}")
-        return ids.astype(np.int64)
-    ids = ids.astype(np.float64)
-    if not np.isfinite(ids).all():
+    elif not np.isfinite(ids).all():
         raise InvalidInput("position_ids", "must be finite numbers")
     return ids
 
@@ -155,27 +158,47 @@ def _answer(
     fields: Mapping[str, Any],
 ) -> Encoded:
     """The rows at the checked ids, encoded (a worker thread)."""
-    limits = runtime.limits
     axes = spec.axes(key)
     shape = ids.shape[1:] if axes > 1 else ids.shape
     count = math.prod(shape)
     flat = ids.reshape((axes, count) if axes > 1 else (count,))
-    if spec.at is None:
-        rows = batches.rows_at(runtime, key, flat)
-    elif count:
-        largest = math.ceil(float(np.max(np.abs(flat))))
-        limits.last_position(largest + registry.shift(key), "the largest position id")
-        rows = registry.checked(key, spec.at(key, flat))
-    else:
-        rows = np.empty((0, key.width), key.dtype)
-    rows = rows.astype(key.dtype, copy=False)
+    if spec.at is not None and count:
+        largest = max(abs(flat.min().item()), abs(flat.max().item()))
+        shifted = math.ceil(largest) + registry.shift(key)
+        runtime.limits.last_position(shifted, "the largest position id")
+    arrays = _rows(runtime, spec, key, flat, count)
     names = registry.arrays(key)
     if not names:
         described = {**fields, "shape": [*shape, key.width]}
-        encoded = codecs.encode(fmt, described, [rows.reshape(*shape, key.width)], "data")
+        encoded = codecs.encode(fmt, described, [arrays[0].reshape(*shape, key.width)], "data")
     else:
         width = key.width // len(names)
-        split = registry.split(key, [rows])
-        arrays = {name: [part.reshape(*shape, width)] for name, [part] in split.items()}
-        encoded = codecs.encode_named(fmt, {**fields, "shape": [len(names), *shape, width]}, arrays)
+        named = {
+            name: [rows.reshape(*shape, width)] for name, rows in zip(names, arrays, strict=True)
+        }
+        encoded = codecs.encode_named(fmt, {**fields, "shape": [len(names), *shape, width]}, named)
     return codecs.gzip(encoded) if gzip else encoded
+
+
+def _rows(
+    runtime: Runtime, spec: Positions[Any], key: Key, flat: NDArray[Any], count: int
+) -> list[NDArray[np.floating]]:
+    """The rows at ``flat``'s ``count`` ids (the last axis), each named array's columns
+    (or the whole rows) in an array of its own, the answer's, computed a chunk of ids at
+    a time: besides the answer, a request holds one chunk's ids converted and its rows'
+    temporaries, never the whole ids as int64 or the rows' angles and copies."""
+    names = registry.arrays(key)
+    columns = key.width // max(1, len(names))
+    out = [np.empty((count, columns), key.dtype) for _ in names or ("data",)]
+    step = max(1, _CHUNK_ELEMENTS // key.width)
+    kind = np.int64 if spec.integers else np.float64
+    for first in range(0, count, step):
+        part = flat[..., first : first + step].astype(kind)
+        if spec.at is None:
+            rows = batches.rows_at(runtime, key, part)
+        else:
+            rows = registry.checked(key, spec.at(key, part))
+        pieces = [piece for [piece] in registry.split(key, [rows]).values()] if names else [rows]
+        for target, piece in zip(out, pieces, strict=True):
+            target[first : first + step] = piece
+    return out

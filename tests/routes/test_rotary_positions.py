@@ -72,6 +72,34 @@ def test_three_axis_ids_turn_each_pair_by_its_axis(
         assert np.array_equal(got[name], np.concatenate([first, first], axis=1))
 
 
+@pytest.mark.parametrize("dtype", [np.uint16, np.int64])
+def test_ids_over_several_chunks_are_the_tables_rows(
+    http: httpx.Client, table: dict[str, NDArray[np.float32]], dtype: type
+) -> None:
+    """The rows are computed a chunk of ids at a time (2^18 numbers, 8,192 rows of 32):
+    20,000 ids in their posted dtype cross two chunk boundaries, rows of a batch too."""
+    ids = np.random.default_rng(3).integers(0, 4096, (2, 10_000)).astype(dtype)
+    got = members(
+        http.post(f"{ROTARY}/positions?{TABLE}&format=npz", content=npy_bytes(ids), headers=NPY)
+    )
+    for name in ("cos", "sin"):
+        assert np.array_equal(got[name], table[name][ids])
+
+
+def test_m_rope_ids_over_several_chunks_turn_each_pair_by_its_axis(
+    http: httpx.Client, table: dict[str, NDArray[np.float32]]
+) -> None:
+    ids = np.random.default_rng(4).integers(0, 4096, (3, 20_000)).astype(np.uint16)
+    query = f"{TABLE}&mrope_section=2,3,3&format=npy"
+    answer = http.post(f"{ROTARY}/positions?{query}", content=npy_bytes(ids), headers=NPY)
+    assert answer.status_code == 200, answer.text
+    got = np.load(io.BytesIO(answer.content), allow_pickle=False)  # cos and sin stacked
+    axes = [0, 0, 1, 1, 1, 2, 2, 2]
+    for index, name in enumerate(("cos", "sin")):
+        first = np.stack([table[name][ids[axis], k] for k, axis in enumerate(axes)], axis=1)
+        assert np.array_equal(got[index], np.concatenate([first, first], axis=1))
+
+
 def test_m_rope_from_a_qwen2_vl_config(http: httpx.Client) -> None:
     config = {
         "hidden_size": 64,

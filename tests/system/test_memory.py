@@ -26,6 +26,13 @@ def peak_mib(pid: int) -> float:
     return int(re.search(r"VmHWM:\s+(\d+) kB", status)[1]) / 1024  # type: ignore[index]
 
 
+POSITIONS = "/v1/encodings/rotary/positions"
+MROPE = "/v1/positions/mrope"
+# 8 MiB of position ids as uint8: a 128 MiB answer of float32 rows, each id's 4 numbers
+# (head_dim 2), or with M-RoPE a third as many ids of 12 (head_dim 6)
+IDS = (np.arange(8 * MiB) % 251).astype(np.uint8)
+
+
 def json_batch(rows: int, cols: int) -> bytes:
     row = b"[" + b",".join([b"0.5"] * cols) + b"]"
     return b'{"embeddings":[' + b",".join([row] * rows) + b"]}"
@@ -86,6 +93,47 @@ CASES = [
         (json_batch(4096, 512), "application/json"),
         lambda answer, body: 72 * 4096 * 512 / MiB + SLACK,
         id="json-apply-2M-numbers",
+    ),
+    pytest.param(
+        "POST",
+        f"{POSITIONS}?max_len=256&head_dim=2&format=npy",
+        (npy_bytes(IDS), "application/x-npy"),
+        # the rows, then their bytes; the ids a chunk at a time (the whole ids as int64,
+        # their np.unique, the rows' copies and a stacked copy made it 3.6 x: 57 x the body)
+        lambda answer, body: 2 * answer + body + SLACK,
+        id="npy-rotary-positions-8MiB-of-uint8-ids",
+    ),
+    pytest.param(
+        "POST",
+        f"{POSITIONS}?max_len=256&head_dim=6&mrope_section=1,1,1&format=npy",
+        (npy_bytes(IDS[: len(IDS) // 3 * 3].reshape(3, -1)), "application/x-npy"),
+        # each axis's rows were computed for all the ids at once, and their angles with them
+        lambda answer, body: 2 * answer + body + SLACK,
+        id="npy-m-rope-positions-8MiB-of-uint8-ids",
+    ),
+    pytest.param(
+        "POST",
+        f"{POSITIONS}?max_len=256&head_dim=2&format=safetensors",
+        (npy_bytes(IDS), "application/x-npy"),
+        # the rows, the library's buffer and its bytes
+        lambda answer, body: 3 * answer + body + SLACK,
+        id="safetensors-rotary-positions-8MiB-of-uint8-ids",
+    ),
+    pytest.param(
+        "POST",
+        f"{POSITIONS}?max_len=256&head_dim=2&format=json",
+        (npy_bytes(IDS[: 1 << 19]), "application/x-npy"),
+        # PE_MAX_JSON_ELEMENTS' 2M numbers: the rows, and orjson's buffer as it grows
+        lambda answer, body: 4 * answer + SLACK,
+        id="json-rotary-positions-2M-numbers",
+    ),
+    pytest.param(
+        "POST",
+        f"{MROPE}?format=npy",
+        (b'{"segments": [{"text": 5592405}]}', "application/json"),
+        # the (3, L) int64 ids, then their bytes
+        lambda answer, body: 2 * answer + SLACK,
+        id="npy-m-rope-layout-128MiB",
     ),
     pytest.param(
         "GET",
