@@ -76,6 +76,7 @@ def route(routes: APIRouter, declared: Declared[Any, Any], spec: Positions[Any])
         limits, axes = runtime.limits, spec.axes(key)
         if spec.at is None and axes != 1:
             raise TypeError(f"{declared.family.name}: positions of {axes} axes need at()")
+        # the body stays reserved until the answer is computed: an .npy's ids are a view of it
         with reserving(runtime.posted) as reservation:
             body = await read_posted(request, runtime, limits.body_bytes, reservation)
             # the ids decoded and checked in the body's lane; the rows computed in the
@@ -83,19 +84,18 @@ def route(routes: APIRouter, declared: Declared[Any, Any], spec: Positions[Any])
             ids = await runtime.compute(
                 len(body), ids_of, body, kind, spec.integers, axes, key.width, limits
             )
-        count = ids.size // axes
-        if codecs.textual(fmt):
-            limits.json_answer(count * key.width, hint="ask for format=npy")
-        work = functools.partial(_answer, runtime, spec, key, ids, fmt, gzip, fields)
-        nbytes = count * registry.row_bytes(key)
+            count = ids.size // axes
+            if codecs.textual(fmt):
+                limits.json_answer(count * key.width, hint="ask for format=npy")
+            work = functools.partial(_answer, runtime, spec, key, ids, fmt, gzip, fields)
 
-        async def produce() -> Encoded:
-            return await runtime.compute(count * key.width, work)
+            async def produce() -> Encoded:
+                return await runtime.compute(count * key.width, work)
 
-        large = nbytes > handlers.LARGE_ANSWER_BYTES
-        answer = await unless_gone(
-            request, lambda: handlers.holding_permit(runtime, large, produce)
-        )
+            large = count * registry.row_bytes(key) > handlers.LARGE_ANSWER_BYTES
+            answer = await unless_gone(
+                request, lambda: handlers.holding_permit(runtime, large, produce)
+            )
         return respond(runtime, answer, {"cache-control": "no-store"})
 
     ok = {"content": openapi.media(FORMATS), "description": "One row per position id."}

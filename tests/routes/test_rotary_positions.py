@@ -16,7 +16,9 @@ import safetensors.numpy
 from numpy.typing import NDArray
 
 from service.app import create_app
+from service.runtime import Runtime
 from service.settings import Settings
+from service.web import positions
 from tests.support import assert_problem, in_process, npy_bytes, npz_bytes
 
 ROTARY = "/v1/encodings/rotary"
@@ -98,6 +100,26 @@ def test_m_rope_ids_over_several_chunks_turn_each_pair_by_its_axis(
     for index, name in enumerate(("cos", "sin")):
         first = np.stack([table[name][ids[axis], k] for k, axis in enumerate(axes)], axis=1)
         assert np.array_equal(got[index], np.concatenate([first, first], axis=1))
+
+
+def test_the_body_stays_reserved_until_its_rows_are_computed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An .npy's ids are a view of the body: its bytes count in PE_POSTED_BYTES until the
+    answer is made from them, as every posted body's do."""
+    held: list[int] = []
+
+    def spying(runtime: Runtime, *args: Any) -> Any:
+        held.append(runtime.posted.held)
+        return answer_of(runtime, *args)
+
+    answer_of = positions._answer
+    monkeypatch.setattr(positions, "_answer", spying)
+    body = npy_bytes(np.arange(100, dtype=np.uint8))
+    with in_process(create_app(Settings())) as http:
+        answer = http.post(f"{ROTARY}/positions?{TABLE}&format=npy", content=body, headers=NPY)
+    assert answer.status_code == 200, answer.text
+    assert held == [len(body)]
 
 
 def test_m_rope_from_a_qwen2_vl_config(http: httpx.Client) -> None:
