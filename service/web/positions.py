@@ -193,11 +193,11 @@ def _rows(
     step = max(1, _CHUNK_ELEMENTS // key.width)
     kind = np.int64 if spec.integers else np.float64
     for first in range(0, count, step):
-        part = flat[..., first : first + step].astype(kind)
-        if spec.at is None:
-            rows = batches.rows_at(runtime, key, part)
+        part = flat[..., first : first + step]
+        if spec.at is None:  # integers of one axis (route() checks)
+            rows = batches.rows_at(runtime, key, part.astype(np.int64))
         else:
-            rows = registry.checked(key, spec.at(key, part))
+            rows = registry.checked(key, spec.at(key, part.astype(kind)))
         pieces = [piece for [piece] in registry.split(key, [rows]).values()] if names else [rows]
         for target, piece in zip(out, pieces, strict=True):
             target[first : first + step] = piece

@@ -220,7 +220,7 @@ def test_headers_of_other_writers_are_read() -> None:
 )
 def test_arrays_with_no_element_are_written(parts: list[np.ndarray[Any, Any]]) -> None:
     """A zero in a shape is an array like any other (``memoryview.cast`` refuses it)."""
-    headers, body = npy.encode(parts)
+    _, body = npy.encode(parts)
     written = np.load(io.BytesIO(body), allow_pickle=False)
     assert np.array_equal(written, np.concatenate(parts))
     assert written.shape == np.concatenate(parts).shape

@@ -80,7 +80,7 @@ def test_ids_over_several_chunks_are_the_tables_rows(
 ) -> None:
     """The rows are computed a chunk of ids at a time (2^18 numbers, 8,192 rows of 32):
     20,000 ids in their posted dtype cross two chunk boundaries, rows of a batch too."""
-    ids = np.random.default_rng(3).integers(0, 4096, (2, 10_000)).astype(dtype)
+    ids: NDArray[Any] = np.random.default_rng(3).integers(0, 4096, (2, 10_000)).astype(dtype)
     got = members(
         http.post(f"{ROTARY}/positions?{TABLE}&format=npz", content=npy_bytes(ids), headers=NPY)
     )
