@@ -62,11 +62,17 @@ class LimitExceeded(ServiceError):
     def __init__(self, what: str, requested: int, limit: int, setting: str, hint: str = "") -> None:
         advice = f"; {hint}" if hint else ""
         super().__init__(
-            f"{what} is {requested:,}, over the limit of {limit:,} ({setting}){advice}",
+            f"{what} is {_amount(requested)}, over the limit of {limit:,} ({setting}){advice}",
             limit=limit,
             requested=requested,
             setting=setting,
         )
+
+
+def _amount(number: int) -> str:
+    """``number`` in a message: with separators, or its count of digits where a client sent
+    one long enough to fill the message (a parameter of 400 digits)."""
+    return f"{number:,}" if abs(number) < 10**30 else f"a number of {len(str(abs(number)))} digits"
 
 
 @dataclass(frozen=True, slots=True)
