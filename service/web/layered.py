@@ -38,8 +38,14 @@ def listed(names: list[str] | tuple[str, ...]) -> str | None:
     """``names`` as a header's comma-separated list, each quoted where it must be (``=``
     kept: a field a config left out is named with the default taken, ``head_dim=256``);
     None when that would pass ``MAX_HEADER``."""
-    text = ", ".join(urllib.parse.quote(name, safe="._-/[]=") for name in names)
-    return text if len(text) <= MAX_HEADER else None
+    parts, size = [], -2
+    for name in names:  # stops where the header would pass it: a config may name 65,536 layers
+        part = urllib.parse.quote(name, safe="._-/[]=")
+        size += len(part) + 2
+        if size > MAX_HEADER:
+            return None
+        parts.append(part)
+    return ", ".join(parts)
 
 
 def said(read: Read) -> dict[str, str]:
