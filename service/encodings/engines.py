@@ -80,10 +80,17 @@ def adapt(
     if factor is None or not (math.isfinite(factor) and factor > 0):
         raise InvalidParameter("factor", "is required by scaling=deepseek_yarn (engine=vllm)")
     m, m_all = values.pop("mscale", None), values.pop("mscale_all_dim", None)
+    above = _mscale(factor, 1.0 if m is None else m)
     below = _mscale(factor, 0.0 if m_all is None else m_all)
     if below == 0:
         raise InvalidParameter("mscale_all_dim", "makes the attention factor divide by 0")
-    values["attention_factor"] = _mscale(factor, 1.0 if m is None else m) / below
+    # attention_factor is not read here (vLLM does not): a factor out of range is blamed on
+    # what was sent, mscale where its part is out of range, else mscale_all_dim, else factor
+    wrong = not 0 < above <= scalings.MAX_ATTENTION or m_all is None
+    blamed = "mscale" if m is not None and wrong else "mscale_all_dim"
+    blamed = "factor" if m is None and m_all is None else blamed
+    how = f"with factor {factor:g}, mscale(factor, mscale) / mscale(factor, mscale_all_dim)"
+    values["attention_factor"] = scalings.checked_attention(above / below, (blamed, how))
     values["truncate"] = True
     return "yarn", values, max_len
 

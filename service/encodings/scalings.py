@@ -159,7 +159,7 @@ def _positive(given: Mapping[str, Any], name: str) -> float:
     return value
 
 
-def _attention(value: float, derived: tuple[str, str] | None = None) -> float:
+def checked_attention(value: float, derived: tuple[str, str] | None = None) -> float:
     """An attention factor, given or derived: positive, and small enough that cos and sin
     times it stay finite in float16. A derived one out of range is blamed on what it was
     derived from (``derived``: the parameter to name, and how), which the client sent, not
@@ -234,7 +234,7 @@ def _yarn(given: Mapping[str, Any], rotary_dim: int) -> Params:
         ("beta_fast", float(given.get("beta_fast") or 32)),
         ("beta_slow", float(given.get("beta_slow") or 1)),
         ("truncate", bool(given.get("truncate", True))),
-        ("attention_factor", _attention(attention, derived)),
+        ("attention_factor", checked_attention(attention, derived)),
     )
     yarn_range(rotary_dim, 2.0, dict(params))  # raises if not finite, for every base
     return params
@@ -266,7 +266,7 @@ def _longrope(given: Mapping[str, Any], rotary_dim: int, max_len: int) -> Params
     chosen = factors["long_factor" if max_len > original else "short_factor"]
     return (
         ("ext_factors", chosen),
-        ("attention_factor", _attention(attention, derived)),
+        ("attention_factor", checked_attention(attention, derived)),
     )
 
 

@@ -1,8 +1,6 @@
-"""A Hugging Face model's ``config.json`` as rotary parameters: the fields transformers reads
-for RoPE (``rope_parameters`` in transformers 5, ``rope_scaling`` and ``rope_theta`` before;
-``head_dim`` or ``hidden_size / num_attention_heads``; ``partial_rotary_factor``;
-``max_position_embeddings``), translated to the query of ``GET /v1/encodings/rotary``.
-"""
+"""A Hugging Face model's ``config.json`` as posted (:func:`read_config`: a JSON object,
+bounded, no key given twice) and as read (:class:`Reader`: each field's type checked, the
+path of each field read recorded, a config class's names and defaults applied)."""
 
 from __future__ import annotations
 
@@ -12,21 +10,10 @@ from typing import Any, Final
 
 import orjson
 
-from service.encodings import scalings
 from service.errors import InvalidInput, MalformedBody
+from service.schemas.hf_classes import ConfigClass
 from service.text import shown
 
-# rope_type as configs spell it -> the service's scaling
-ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
-    "default": "none",
-    "linear": "linear",
-    "dynamic": "dynamic",
-    "yarn": "yarn",
-    "longrope": "longrope",
-    "llama3": "llama3",
-    "proportional": "proportional",
-    "mrope": "none",  # Qwen2-VL's older configs; its sections are read beside
-}
 _LISTS: Final = {"short_factor", "long_factor", "mrope_section", "no_rope_layers"}
 _INTEGERS: Final = {
     "max_position_embeddings",
@@ -40,9 +27,10 @@ _INTEGERS: Final = {
     "global_head_dim",
     "sliding_window_pattern",
     "no_rope_layer_interval",
+    "rotary_dim",
 }
 _BOOLEANS: Final = {"truncate", "mrope_interleaved", "attn_temperature_tuning"}
-_KINDS: Final = {"rope_type", "type"}
+KINDS: Final = {"rope_type", "type"}
 # names a problem lists from a config before "and N more": a config may hold any number
 _FEW: Final = 3
 
@@ -61,7 +49,7 @@ _TYPES: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
         name: ((lambda v: isinstance(v, list) and all(map(_is_number, v))), "a list of numbers")
         for name in _LISTS
     },
-    **{name: ((lambda v: isinstance(v, str)), "a string") for name in _KINDS},
+    **{name: ((lambda v: isinstance(v, str)), "a string") for name in KINDS},
 }
 
 
@@ -78,21 +66,56 @@ def _typed(where: str, name: str, value: Any) -> Any:
 
 class Reader:
     """A config's object as read: each field's type checked (:func:`_typed`), and the path
-    of each field read (``text_config.rope_parameters.rope_theta``) kept in ``read``,
-    shared with the readers of the objects inside it."""
+    of each field read (``text_config.rope_parameters.rope_theta``) kept once, in order, in
+    ``read``, shared with the readers of the objects inside it (``seen`` beside it keeps
+    each record one set look-up: a config may name thousands of fields).
 
-    def __init__(self, values: Mapping[str, Any], path: str = "", read: list[str] | None = None):
-        self.values, self.path = values, path
+    ``known`` is the object's config class in transformers (:mod:`service.schemas.hf_classes`):
+    a field it renames is read under the config's own name (GPT-J's ``n_embd`` for
+    ``hidden_size``), and a field the config leaves out takes the class's default, recorded
+    as ``PATH=VALUE``."""
+
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        path: str = "",
+        read: list[str] | None = None,
+        seen: set[str] | None = None,
+        known: ConfigClass | None = None,
+    ):
+        self.values, self.path, self.known = values, path, known
         self.read: list[str] = [] if read is None else read
+        self.seen: set[str] = set(self.read) if seen is None else seen
+
+    def record(self, path: str) -> None:
+        """``path`` among the fields read, once."""
+        if path not in self.seen:
+            self.seen.add(path)
+            self.read.append(path)
 
     def get(self, name: str) -> Any:
-        value = self.values.get(name)
+        """The field ``name`` (under the class's own name for it, where it has one, as its
+        ``attribute_map`` reads either), type-checked; else the class's default; else None."""
+        own = name if self.known is None else self.known.names.get(name, name)
+        spelled, value = own, self.values.get(own)
+        if value is None and own != name:
+            spelled, value = name, self.values.get(name)
+        if value is not None:
+            where = self.path + spelled
+            self.record(where)
+            return _typed(where, name, value)
+        value = None if self.known is None else self.known.defaults.get(own)
+        if value is not None:
+            self.record(f"{self.path}{own}={value}")
+        return value
+
+    def get_or(self, name: str, default: Any) -> Any:
+        """:meth:`get`, else ``default``, recorded as the value taken (``PATH=VALUE``)."""
+        value = self.get(name)
         if value is None:
-            return None
-        where = self.path + name
-        if where not in self.read:
-            self.read.append(where)
-        return _typed(where, name, value)
+            self.record(f"{self.path}{name}={default}")
+            return default
+        return value
 
     def object(self, name: str) -> Reader | None:
         """The object ``name`` holds, or None; anything else there is refused."""
@@ -101,11 +124,15 @@ class Reader:
             return None
         if not isinstance(value, Mapping):
             raise InvalidInput(self.path + name, "must be an object")
-        return Reader(value, f"{self.path}{name}.", self.read)
+        return Reader(value, f"{self.path}{name}.", self.read, self.seen)
 
     def within(self, values: Mapping[str, Any], name: str) -> Reader:
         """A reader of ``values``, which the config holds at ``name`` (or which stand for it)."""
-        return Reader(values, f"{self.path}{name}.", self.read)
+        return Reader(values, f"{self.path}{name}.", self.read, self.seen)
+
+    def of_class(self, known: ConfigClass | None) -> Reader:
+        """This object read as an instance of the config class ``known``."""
+        return Reader(self.values, self.path, self.read, self.seen, known)
 
 
 def listed(names: list[str]) -> str:
@@ -113,105 +140,6 @@ def listed(names: list[str]) -> str:
     listed = ", ".join(shown(name) for name in names[:_FEW])
     more = len(names) - _FEW
     return f"{listed} and {more:,} more" if more > 0 else listed
-
-
-def rope_of(config: Reader) -> Reader:
-    """The config's rope parameters (``rope_parameters``, else ``rope_scaling``) of one set:
-    parameters per layer type are :mod:`service.schemas.hf_layers`' to choose from."""
-    for name in ("rope_parameters", "rope_scaling"):
-        rope = config.object(name)
-        if rope is None:
-            continue
-        nested = [key for key, item in rope.values.items() if isinstance(item, Mapping)]
-        if nested and not _KINDS & rope.values.keys():
-            raise InvalidInput(
-                rope.path[:-1],
-                f"holds parameters per layer type ({listed(nested)}) without layer_types",
-            )
-        return rope
-    return config.within({}, "rope_parameters")
-
-
-def head_dim_of(config: Reader, key: str | None = None) -> int:
-    """The head's width: the field ``key`` names, else ``qk_rope_head_dim`` (DeepSeek's
-    rotary part of a head, which transformers takes as head_dim) or ``head_dim``, else
-    ``hidden_size / num_attention_heads``, as transformers reads them."""
-    if key is not None:
-        head_dim: Any = config.values.get(key)
-        if head_dim is not None and (isinstance(head_dim, bool) or not isinstance(head_dim, int)):
-            raise InvalidInput(config.path + key, "must be an integer (head_dim_key names it)")
-        if head_dim is not None:
-            config.read.append(config.path + key)
-    else:
-        head_dim = config.get("qk_rope_head_dim") or config.get("head_dim")
-    if head_dim is None:
-        hidden = config.get("hidden_size")
-        heads = config.get("num_attention_heads")
-        if hidden is None or not heads:
-            raise InvalidInput(
-                config.path + "head_dim",
-                "the config needs head_dim, or hidden_size and num_attention_heads",
-            )
-        head_dim = hidden // heads
-    if head_dim < 1:
-        raise InvalidInput(config.path + "head_dim", "must be a positive integer")
-    return int(head_dim)
-
-
-def _first(*values: Any) -> Any:
-    return next((value for value in values if value is not None), None)
-
-
-def table_query(config: Reader, rope: Reader, head_dim: int) -> dict[str, Any]:
-    """The parameters of one rotary table, as ``GET /v1/encodings/rotary`` names them
-    (``max_len`` is the config's ``max_position_embeddings`` when it has one), from the
-    text model's ``config`` and one set of its ``rope`` parameters. A ``rope_type`` the
-    service does not know, or a field of the wrong type, is an :class:`InvalidInput`
-    naming it."""
-    rope_type = _first(rope.get("rope_type"), rope.get("type"), "default")
-    if rope_type not in ROPE_TYPES:
-        known = ", ".join(ROPE_TYPES)
-        raise InvalidInput(
-            f"{rope.path}rope_type", f"{shown(rope_type)!r} is not a known rope_type ({known})"
-        )
-    scaling = ROPE_TYPES[rope_type]
-    mpe = config.get("max_position_embeddings")
-    query: dict[str, Any] = {
-        "head_dim": head_dim,
-        "base": _first(
-            rope.get("rope_theta"), config.get("rope_theta"), config.get("rotary_emb_base"), 10000.0
-        ),
-        "partial_rotary_factor": _first(
-            rope.get("partial_rotary_factor"),
-            config.get("partial_rotary_factor"),
-            config.get("rotary_pct"),
-            1.0,
-        ),
-        "scaling": scaling,
-    }
-    takes = scalings.PARAMETERS[scaling]
-    for name in takes:
-        value = rope.get(name)
-        if value is not None:
-            query[name] = ",".join(map(str, value)) if name in _LISTS else value
-    if "max_position_embeddings" in takes and mpe is not None:
-        query["max_position_embeddings"] = mpe
-    if "original_max_position_embeddings" in takes:
-        # as transformers' standardize_rope_params: a top-level value wins (Phi-3 keeps the
-        # pretraining length there), then the rope dict's, then max_position_embeddings
-        original = config.get("original_max_position_embeddings")
-        if original is not None:
-            query["original_max_position_embeddings"] = original
-        elif query.get("original_max_position_embeddings") is None and mpe is not None:
-            query["original_max_position_embeddings"] = mpe
-    sections = rope.get("mrope_section")  # M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
-    if sections is not None:
-        query["mrope_section"] = ",".join(map(str, sections))
-        if rope.get("mrope_interleaved"):
-            query["mrope_interleaved"] = True
-    if mpe is not None:
-        query["max_len"] = mpe
-    return query
 
 
 # A config's lists and objects, counted before it is parsed: a config.json has a few dozen;

@@ -23,25 +23,47 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from service.codecs.types import Format
 from service.encodings import engines, rotary
 from service.encodings.registry import DType, Rounding
 from service.errors import InvalidInput, InvalidParameter
 from service.schemas.common import Read
-from service.schemas.hf_config import Reader, head_dim_of, listed, rope_of, table_query
-from service.schemas.llama4 import LLAMA4, rope_layers
+from service.schemas.hf_classes import CLASSES
+from service.schemas.hf_config import KINDS, Reader, listed
+from service.schemas.hf_rope import as_vllm, head_dim_of, rope_of, table_query
+from service.schemas.llama4 import rope_layers
 from service.settings import POSITION_CEILING
 from service.text import shown
 
-DEEPSEEK: Final = frozenset({"deepseek_v2", "deepseek_v3"})
 GEMMA3: Final = frozenset({"gemma3", "gemma3_text"})
 GEMMA4: Final = frozenset({"gemma4", "gemma4_text"})
 _GEMMA_PATTERN: Final = 6  # Gemma's default sliding_window_pattern: five sliding layers to one full
 _GEMMA4_GLOBAL_HEAD_DIM: Final = 512
 _GEMMA3_THETA: Final = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
-_KINDS: Final = {"rope_type", "type"}
+MAX_NAME: Final = 64
+# the lists a layered answer holds beside its tables (service.web.layered): safetensors'
+# metadata keys them with the tables' names
+RESERVED: Final = frozenset({"layer_types", "config_fields"})
+
+
+def name_refusal(name: str) -> str | None:
+    """Why ``name`` cannot name a layer type, or None. A name keys a table in every answer
+    (npz and safetensors members ``NAME/cos``, metadata, ``X-Layer-Types``), so it is 1 to
+    64 printable characters, no path (``/``, ``\\``, ``..``), and not a list the answer holds
+    beside the tables; transformers' are identifiers (``full_attention``, ``sliding_attention``,
+    ``chunked_attention``)."""
+    if not 1 <= len(name) <= MAX_NAME:
+        return f"must be 1 to {MAX_NAME} characters"
+    if not name.isprintable():
+        return "must be printable (no control characters, no NUL)"
+    if "/" in name or "\\" in name or ".." in name:
+        return "must not hold a path (/, \\ or ..): it names the answer's members NAME/cos"
+    if name in RESERVED:
+        return f"must not be {' or '.join(sorted(RESERVED))}, lists the answer holds beside"
+    return None
 
 
 class FromConfigQuery(BaseModel):
@@ -79,12 +101,19 @@ class FromConfigQuery(BaseModel):
     )
     layer_type: str | None = Field(
         None,
-        max_length=64,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        max_length=MAX_NAME,
         description="Where the config's rope parameters are per layer type (Gemma 3, Gemma 4): "
         "that type's table (sliding_attention, full_attention). Without it such a config "
         "answers every type's tables (json, npz or safetensors) and which layers use which.",
     )
+
+    @field_validator("layer_type")
+    @classmethod
+    def _a_layer_types_name(cls, value: str | None) -> str | None:
+        refusal = None if value is None else name_refusal(value)
+        if refusal is not None:
+            raise PydanticCustomError("layer_type", "{refusal}", {"refusal": refusal})
+        return value
 
 
 # far more layers than any model has; a list this long costs the server little
@@ -99,6 +128,7 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     top = Reader(config)
     text = top.object("text_config") or top
     model_type = text.values.get("model_type") or config.get("model_type")
+    text = text.of_class(CLASSES.get(model_type) if isinstance(model_type, str) else None)
     per_type = _per_type(text, model_type)
     key, chosen = asked.get("head_dim_key"), asked.get("layer_type")
     if per_type is None:
@@ -108,9 +138,7 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
             )
         query = table_query(text, rope_of(text), head_dim_of(text, key))
         if asked.get("engine") == "vllm":
-            _as_vllm(top, text, model_type, query, asked)
-        if model_type in LLAMA4:  # its apply_rotary_emb: complex pairs (2i, 2i + 1)
-            query["convention"] = "interleaved"
+            as_vllm(top, text, model_type, query, asked)
         return Read({"": query}, rope_layers(text, model_type), tuple(text.read))
     layers = _layer_types(text, model_type, per_type)
     if chosen is not None and chosen not in per_type:
@@ -119,34 +147,25 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
             f"{shown(chosen)!r} is not one of the config's layer types ({listed(list(per_type))})",
         )
     names = list(per_type) if chosen is None else [chosen]
+    found: dict[str, list[int]] | None = None  # each type's layers, for per_layer_config
+    if layers is not None and key is None and text.values.get("per_layer_config") is not None:
+        found = {name: [] for name in per_type}
+        for index, kind in enumerate(layers):  # one pass, not one a type
+            found[kind].append(index)
     tables = {
-        name: table_query(text, per_type[name], _head_dim(text, name, model_type, key, layers))
+        name: table_query(
+            text,
+            per_type[name],
+            _head_dim(text, name, model_type, key, None if found is None else found[name]),
+        )
         for name in names
     }
     if asked.get("engine") == "vllm":
         for table in tables.values():
-            _as_vllm(top, text, model_type, table, asked)
+            as_vllm(top, text, model_type, table, asked)
     if chosen is not None:
         return Read({"": tables[chosen]}, layers, tuple(text.read))
     return Read(tables, layers, tuple(text.read))
-
-
-def _as_vllm(
-    top: Reader, text: Reader, model_type: Any, query: dict[str, Any], asked: Mapping[str, Any]
-) -> None:
-    """``query`` as vLLM reads the config: DeepSeek-V2/V3's scaled rope is its
-    DeepseekScalingRotaryEmbedding (``models/deepseek_v2.py``), and the table is kept in the
-    model's dtype (``dtype``, or ``torch_dtype`` before transformers 5)."""
-    if model_type in DEEPSEEK and query["scaling"] == "yarn":
-        query["scaling"] = "deepseek_yarn"
-    if asked.get("cache_dtype") is None:
-        for name in ("dtype", "torch_dtype"):
-            where = text if text.values.get(name) is not None else top
-            kept = where.values.get(name)
-            if kept in engines.CACHE_DTYPES:
-                text.read.append(where.path + name)
-                query["cache_dtype"] = kept
-                break
 
 
 def _per_type(text: Reader, model_type: Any) -> dict[str, Reader] | None:
@@ -159,7 +178,7 @@ def _per_type(text: Reader, model_type: Any) -> dict[str, Reader] | None:
         if rope is None:
             continue
         nested = [key for key, item in rope.values.items() if isinstance(item, Mapping)]
-        if not nested or _KINDS & rope.values.keys():
+        if not nested or KINDS & rope.values.keys():
             return None
         if len(nested) > MAX_TYPES:
             raise InvalidInput(
@@ -167,6 +186,13 @@ def _per_type(text: Reader, model_type: Any) -> dict[str, Reader] | None:
                 f"holds parameters for {len(nested):,} layer types ({listed(nested)}): at "
                 f"most {MAX_TYPES} are read, each a table",
             )
+        for name in nested:
+            refusal = name_refusal(name)
+            if refusal is not None:
+                raise InvalidInput(
+                    rope.path[:-1],
+                    f"names a layer type {shown(name)!r}: a layer type's name {refusal}",
+                )
         if len(nested) < len(rope.values):
             loose = [key for key in rope.values if key not in nested]
             raise InvalidInput(
@@ -184,10 +210,11 @@ def _gemma3(text: Reader) -> dict[str, Reader]:
     scaling = text.object("rope_scaling")
     if scaling is not None:
         full |= {name: scaling.get(name) for name in scaling.values}
-    full.setdefault("rope_theta", text.get("rope_theta") or _GEMMA3_THETA["full_attention"])
+    if "rope_theta" not in full:
+        full["rope_theta"] = text.get_or("rope_theta", _GEMMA3_THETA["full_attention"])
     sliding = {
         "rope_type": "default",
-        "rope_theta": text.get("rope_local_base_freq") or _GEMMA3_THETA["sliding_attention"],
+        "rope_theta": text.get_or("rope_local_base_freq", _GEMMA3_THETA["sliding_attention"]),
     }
     # what they were read from is recorded already: these stand for the converted parameters
     return {
@@ -202,7 +229,7 @@ def _layer_types(text: Reader, model_type: Any, types: Mapping[str, Reader]) -> 
     if given is not None:
         if not (isinstance(given, list) and all(isinstance(name, str) for name in given)):
             raise InvalidInput(f"{text.path}layer_types", "must be a list of layer type names")
-        text.read.append(f"{text.path}layer_types")
+        text.record(f"{text.path}layer_types")
         layers = list(given)
     else:
         gemma = model_type in GEMMA3 | GEMMA4
@@ -232,15 +259,16 @@ def _layer_types(text: Reader, model_type: Any, types: Mapping[str, Reader]) -> 
 
 
 def _head_dim(
-    text: Reader, name: str, model_type: Any, key: str | None, layers: list[str] | None
+    text: Reader, name: str, model_type: Any, key: str | None, indices: list[int] | None
 ) -> int:
     """A layer type's head width: as ``per_layer_config`` (transformers 5's saved form,
-    by layer index) says for its layers; Gemma 4's full-attention heads are
-    ``global_head_dim`` (which its config saves as ``per_layer_config``)."""
+    by layer index) says for its layers (``indices``, where the config says which they
+    are); Gemma 4's full-attention heads are ``global_head_dim`` (which its config saves as
+    ``per_layer_config``)."""
     overrides = text.object("per_layer_config")
-    if key is None and overrides is not None and layers is not None:
+    if key is None and overrides is not None and indices is not None:
         widths = set()
-        for index in (i for i, kind in enumerate(layers) if kind == name):
+        for index in indices:
             layer = overrides.object(str(index))
             width = None if layer is None else layer.get("head_dim")
             widths.add(width)

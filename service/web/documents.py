@@ -1,13 +1,14 @@
 """A query built from a posted document (a model's ``config.json``) and the request's own
 parameters, for any route that takes one: the document read within ``PE_MAX_CONFIG_BYTES``
-and the posted-bytes budget, parsed off the event loop, and every refusal located where its
-value came from (the body, or the query that overrode it)."""
+and the posted-bytes budget, parsed and read off the event loop (a config may name thousands
+of layers), and every refusal located where its value came from (the body, or the query that
+overrode it)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -16,13 +17,17 @@ from pydantic import ValidationError
 from service.errors import InvalidInput, InvalidParameter, MalformedBody
 from service.limits import reserving
 from service.runtime import Runtime
+from service.schemas.common import Read
 from service.web.bodies import body_format, read_posted
+from service.web.declared import FromDocument
 from service.web.negotiation import combined
+
+T = TypeVar("T")
 
 
 async def posted_document(
-    request: Request, runtime: Runtime, read: Callable[[bytes | bytearray], dict[str, Any]]
-) -> dict[str, Any]:
+    request: Request, runtime: Runtime, read: Callable[[bytes | bytearray], T]
+) -> T:
     """The JSON document posted with ``request`` (415 for any other media type: a document,
     never a batch), as ``read`` parses and checks it in a worker thread."""
     content_type = combined(request.scope["headers"], b"content-type")
@@ -32,6 +37,35 @@ async def posted_document(
         if not body.strip():
             raise MalformedBody("the body is empty: send the JSON document (a config.json)")
         return await runtime.compute(len(body), read, body)
+
+
+def fields(spec: FromDocument, document: dict[str, Any], asked: Mapping[str, Any]) -> Read:
+    """What ``spec`` reads from a parsed ``document`` with the request's parameters
+    (``asked``): one table or several. CPU work on a config's every layer: a worker's."""
+    got = spec.fields(document, asked)
+    return got if isinstance(got, Read) else Read({"": got})
+
+
+async def posted_read(
+    request: Request, runtime: Runtime, spec: FromDocument, asked: Mapping[str, Any]
+) -> Read:
+    """The document posted with ``request``, parsed and read (:func:`fields`) in one worker
+    thread, in the lane its size takes: neither runs on the event loop."""
+    return await posted_document(
+        request, runtime, lambda body: fields(spec, spec.read(body), asked)
+    )
+
+
+async def read_fields(
+    runtime: Runtime,
+    spec: FromDocument,
+    document: dict[str, Any],
+    asked: Mapping[str, Any],
+    size: int = 0,
+) -> Read:
+    """:func:`fields` of a document already parsed (a comparison's config) in a worker
+    thread, in the lane ``size`` (its bytes, where known) takes."""
+    return await runtime.compute(size, fields, spec, document, asked)
 
 
 @contextmanager

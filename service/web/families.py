@@ -23,11 +23,10 @@ from service.encodings import registry
 from service.encodings.registry import Key
 from service.errors import InvalidParameter
 from service.runtime import Runtime
-from service.schemas.common import Read
 from service.web import audits, layered, openapi, positions
 from service.web.declared import Declared, FromDocument, K, Q
 from service.web.deps import endpoint
-from service.web.documents import located, posted_document
+from service.web.documents import located, posted_read
 from service.web.responses import table_response
 
 # a Content-Location longer than this is left out (longrope's factors can make it long)
@@ -94,8 +93,7 @@ def _from_document(
 ) -> None:
     async def post(query: Any, request: Request, runtime: Runtime) -> Response:
         asked = query.model_dump(exclude_none=True)
-        got = spec.fields(await posted_document(request, runtime, spec.read), asked)
-        read = got if isinstance(got, Read) else Read({"": got})
+        read = await posted_read(request, runtime, spec, asked)
         for name in spec.reading:
             asked.pop(name, None)
         if "" not in read.tables:  # one table per kind of layer

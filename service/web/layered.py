@@ -28,15 +28,24 @@ from service.web.negotiation import accepts_gzip, combined, negotiate
 from service.web.responses import respond
 
 OFFERED: Final[tuple[Format, ...]] = ("json", "npz", "safetensors")
+# what a JSON answer over the limit suggests: the formats of several tables that are not text
+_BINARY: Final = "format=" + " or ".join(f for f in OFFERED if not codecs.textual(f))
 # a header that would be longer is left out (the JSON answer holds the same)
 MAX_HEADER: Final = 8192
 
 
 def listed(names: list[str] | tuple[str, ...]) -> str | None:
-    """``names`` as a header's comma-separated list, each quoted where it must be; None when
-    that would pass ``MAX_HEADER``."""
-    text = ", ".join(urllib.parse.quote(name, safe="._-/[]") for name in names)
-    return text if len(text) <= MAX_HEADER else None
+    """``names`` as a header's comma-separated list, each quoted where it must be (``=``
+    kept: a field a config left out is named with the default taken, ``head_dim=256``);
+    None when that would pass ``MAX_HEADER``."""
+    parts, size = [], -2
+    for name in names:  # stops where the header would pass it: a config may name 65,536 layers
+        part = urllib.parse.quote(name, safe="._-/[]=")
+        size += len(part) + 2
+        if size > MAX_HEADER:
+            return None
+        parts.append(part)
+    return ", ".join(parts)
 
 
 def said(read: Read) -> dict[str, str]:
@@ -77,6 +86,8 @@ async def response(
             query = declared.query.model_validate(given)
             key = await declared.key_of(runtime, query)
         block = declared.block(query, key)
+        if codecs.textual(chosen):  # before check_table's hint, for the formats it takes
+            runtime.limits.json_answer(block.elements, hint=f"ask for {_BINARY}, or fewer rows")
         handlers.check_table(runtime.limits, block, chosen, declared.width_name)
         elements += block.elements
         nbytes += (block.stop - block.start) * registry.row_bytes(key)
@@ -85,7 +96,7 @@ async def response(
         described[name] = {**declared.describe(query, key), "location": location}
     runtime.limits.rows(elements, 1, "the numbers of every layer type's table")
     if codecs.textual(chosen):
-        runtime.limits.json_answer(elements, hint="ask for format=npz or give layer_type")
+        runtime.limits.json_answer(elements, hint=f"ask for {_BINARY}, or give layer_type")
     gzip = codecs.textual(chosen) and accepts_gzip(combined(raw, b"accept-encoding"))
 
     async def produce() -> Encoded:
@@ -128,7 +139,8 @@ def _encoder(
             for name, named in arrays.items()
             for member, parts in named.items()
         }
-        notes = {"layer_types": read.layers, "config_fields": list(read.fields), **described}
+        # the lists last: no table's name takes their place (the reading refuses such names)
+        notes = {**described, "layer_types": read.layers, "config_fields": list(read.fields)}
         return codecs.encode_named(fmt, notes, members)
 
     return encode

@@ -137,3 +137,24 @@ def test_from_config_as_vllm_reads_deepseek_and_its_dtype(http: httpx.Client) ->
         headers={"content-type": "application/json"},
     ).json()
     assert (plain["scaling"], "cache_dtype" in plain) == ("yarn", False)
+
+
+@pytest.mark.parametrize(
+    ("sent", "blamed"),
+    [
+        pytest.param("mscale=-100", "mscale", id="mscale: a negative factor"),
+        pytest.param("mscale=1e6", "mscale", id="mscale: a factor too large"),
+        pytest.param("mscale_all_dim=-2.71", "mscale_all_dim", id="mscale_all_dim"),
+        pytest.param("mscale=1&mscale_all_dim=-2.71", "mscale_all_dim", id="both sent"),
+    ],
+)
+def test_deepseek_yarns_attention_factor_is_blamed_on_what_was_sent(
+    http: httpx.Client, sent: str, blamed: str
+) -> None:
+    """vLLM's DeepSeek yarn derives its attention factor from mscale and mscale_all_dim
+    (attention_factor is not read): a factor out of range names what derived it."""
+    yarn = f"{HEAD}&max_len=4&factor=40&original_max_position_embeddings=4"
+    answer = http.get(f"{ROTARY}?{yarn}&{sent}&scaling=deepseek_yarn&engine=vllm")
+    problem = assert_problem(answer, 422, blamed, "mscale(factor, mscale)", "derives")
+    assert [(e["name"], e["in"]) for e in problem["errors"]] == [(blamed, "query")]
+    assert "attention_factor:" not in problem["detail"]

@@ -232,16 +232,19 @@ def test_many_layer_types_are_refused_before_any_table(http: httpx.Client) -> No
 
 
 def test_names_from_the_config_are_quoted_in_headers(http: httpx.Client) -> None:
-    odd = "é\r\nx"
-    config = {
-        "head_dim": 8,
-        "max_position_embeddings": 4,
-        "layer_types": [odd],
-        "rope_parameters": {odd: {"rope_type": "default"}},
-    }
-    answer = post(http, config, "format=npz")
+    def named(name: str) -> dict[str, Any]:
+        return {
+            "head_dim": 8,
+            "max_position_embeddings": 4,
+            "layer_types": [name],
+            "rope_parameters": {name: {"rope_type": "default"}},
+        }
+
+    answer = post(http, named("é x"), "format=npz")
     assert answer.status_code == 200, answer.text
-    assert answer.headers["x-layer-types"] == "%C3%A9%0D%0Ax"
+    assert answer.headers["x-layer-types"] == "%C3%A9%20x"
+    # a line break never reaches a header: such a name is refused (test_layer_type_names)
+    assert_problem(post(http, named("é\r\nx"), "format=npz"), 422, "rope_parameters", "printable")
 
 
 def test_per_layer_config_says_each_layer_types_head(http: httpx.Client) -> None:
@@ -266,3 +269,72 @@ def test_per_layer_config_says_each_layer_types_head(http: httpx.Client) -> None
         "per_layer_config": {"1": {"head_dim": 16}},
     }
     assert_problem(post(http, uneven), 422, "per_layer_config", "differs")
+
+
+def named(*names: str) -> dict[str, Any]:
+    """A config whose rope parameters are per layer type, one table a name."""
+    return {
+        "head_dim": 8,
+        "max_position_embeddings": 4,
+        "rope_parameters": {
+            name: {"rope_type": "default", "rope_theta": 100.0 * (k + 2)}
+            for k, name in enumerate(names)
+        },
+    }
+
+
+@pytest.mark.parametrize("fmt", ["json", "npz", "safetensors"])
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        pytest.param("", "1 to 64", id="empty: the config's single table"),
+        pytest.param("layer_types", "must not be", id="the metadata's layer_types"),
+        pytest.param("config_fields", "must not be", id="the metadata's config_fields"),
+        pytest.param("a\x00b", "printable", id="NUL: npz members cut there"),
+        pytest.param("../x", "path", id="a path out of the archive"),
+        pytest.param("x/cos", "path", id="a member's name"),
+        pytest.param("x" * 65, "1 to 64", id="long"),
+    ],
+)
+def test_layer_type_names(http: httpx.Client, fmt: str, name: str, why: str) -> None:
+    """A layer type's name keys a table in every answer (JSON, members NAME/cos, metadata):
+    one that would be taken for another thing, or lost, is refused, naming where it is."""
+    answer = post(http, named(name, "full_attention"), f"format={fmt}")
+    problem = assert_problem(answer, 422, "layer type", why)
+    assert problem["errors"][0]["name"] == "rope_parameters"
+    assert problem["errors"][0]["in"] == "body"
+
+
+def test_a_layer_type_named_empty_is_refused_by_audit_and_compare(http: httpx.Client) -> None:
+    """The same reading: an audit or a comparison does not take "" for a single table."""
+    config = named("", "full_attention")
+    audit = http.post("/v1/audit/rotary/from-config", content=orjson.dumps(config), headers=JSON)
+    assert_problem(audit, 422, "layer type", "1 to 64")
+    table = {"family": "rotary", "config": config}
+    body = {"a": table, "b": {"family": "rotary", "parameters": {"head_dim": 8}}, "stop": 4}
+    compare = http.post("/v1/compare", content=orjson.dumps(body), headers=JSON)
+    assert_problem(compare, 422, "layer type", "1 to 64")
+
+
+def test_any_name_a_config_may_give_can_be_chosen(http: httpx.Client) -> None:
+    config = named("é x", "full_attention")
+    chosen = post(http, config, "layer_type=%C3%A9%20x&format=json")
+    assert chosen.status_code == 200, chosen.text
+    assert chosen.json()["base"] == 200.0
+    problem = assert_problem(post(http, config, "layer_type=..%2Fx"), 422, "path")
+    assert problem["errors"][0]["in"] == "query"
+
+
+def test_a_json_answer_over_the_limit_suggests_formats_this_route_takes(
+    http: httpx.Client,
+) -> None:
+    """The route answers several tables as json, npz or safetensors (npy and raw hold one)."""
+    long = {**GEMMA3, "max_position_embeddings": 131072, "head_dim": 256}
+    for query in ("format=json", ""):  # asked, or by Accept (JSON by default)
+        problem = assert_problem(post(http, long, query), 422, "PE_MAX_JSON_ELEMENTS")
+        assert "npz or safetensors" in problem["detail"]
+        assert "npy" not in problem["detail"]
+        assert "raw" not in problem["detail"]
+    both = {**long, "max_position_embeddings": 4096}  # each table within it, not the two
+    problem = assert_problem(post(http, both, "format=json"), 422, "PE_MAX_JSON_ELEMENTS")
+    assert "npz or safetensors, or give layer_type" in problem["detail"]
