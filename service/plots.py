@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import io
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -28,6 +27,10 @@ DPI: Final = 100
 _CHUNK_ELEMENTS: Final = 1 << 20
 # margins, in pixels: tick and axis labels left and below, the colorbar right
 _LEFT, _RIGHT, _BOTTOM, _GAP, _BAR = 72, 100, 46, 14, 16
+# a title: its font size, and how many lines each of its lines may wrap into
+_TITLE_SIZE, _TITLE_LINES, _ELLIPSIS = "medium", 2, "\u2026"
+# the difference picture's width and height, in pixels
+DIFFERENCE_SIZE: Final = (900, 640)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +109,56 @@ def bin_means(
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _advance(char: str) -> float:
+    """How wide ``char`` is in a title, in pixels: a line's width is at most the sum of its
+    characters' (kerning only narrows it)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    font = FontProperties(size=_TITLE_SIZE)
+    points, _, _ = text_to_path.get_text_width_height_descent(char, font, ismath=False)
+    return float(points) * DPI / 72
+
+
+def _pixels(text: str) -> float:
+    return sum(_advance(char) for char in text)
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` within ``width`` pixels: whole, or its longest head that fits with "…"."""
+    if _pixels(text) <= width:
+        return text
+    room, kept = width - _advance(_ELLIPSIS), 0
+    for char in text:
+        room -= _advance(char)
+        if room < 0:
+            break
+        kept += 1
+    return text[:kept].rstrip() + _ELLIPSIS
+
+
 def _wrap(title: str, width: int) -> str:
-    """``title`` broken into lines that fit ``width`` pixels (about 7 pixels a character)."""
-    chars = max(20, width // 7)
-    return "\n".join(textwrap.fill(line, chars) for line in title.splitlines())
+    """``title``'s lines broken at spaces into lines of at most ``width`` pixels, each into
+    at most :data:`_TITLE_LINES`, the last cut short with "…" where more would follow: a
+    long title (a longrope's factors) neither overflows the picture nor leaves it no room."""
+    out = []
+    for line in title.splitlines():
+        # no line holds more characters than this: the narrowest glyph is over 3 pixels
+        lines = [""]
+        for word in line[: _TITLE_LINES * width // 3 + 1].split(" "):
+            joined = f"{lines[-1]} {word}" if lines[-1] else word
+            if lines[-1] and _pixels(joined) > width:
+                lines.append(word)
+            else:
+                lines[-1] = joined
+            if len(lines) > _TITLE_LINES:
+                break
+        if len(lines) > _TITLE_LINES:  # more follows: the last line kept says so
+            lines = lines[:_TITLE_LINES]
+            lines[-1] = _cut(lines[-1] + _ELLIPSIS, width)
+        out.extend(_cut(each, width) for each in lines)
+    return "\n".join(out)
 
 
 def _figure(width: int, height: int) -> Figure:
@@ -156,7 +205,9 @@ def _draw(
     )
     axes.set_xlabel(x.label)
     axes.set_ylabel(y.label)
-    axes.set_title(wrapped, fontsize="medium")
+    # positions from 10^5 as 1e5 above the axis: six digits and the label would pass _LEFT
+    axes.ticklabel_format(axis="y", style="sci", scilimits=(-5, 5))
+    axes.set_title(wrapped, fontsize=_TITLE_SIZE)
     mappable = ScalarMappable(norm, colours)
     figure.colorbar(mappable, cax=figure.add_axes(bar), label=label)
     out = io.BytesIO()
@@ -255,8 +306,10 @@ def audit(
 
 
 def difference(matrix: NDArray[np.float64], positions: Axis, columns: Axis, *, title: str) -> bytes:
-    """A PNG of two tables' ``|a - b|`` (positions down, entries across), log10 scale."""
-    shown = np.log10(np.maximum(matrix, 1e-12))
+    """A PNG of two tables' ``|a - b|`` (positions down, entries across), log10 scale; more
+    rows or columns than :data:`DIFFERENCE_SIZE`'s pixels are reduced to one cell a pixel."""
+    width, height = DIFFERENCE_SIZE
+    shown = np.log10(np.maximum(bin_means(matrix, height, width), 1e-12))
     low, high = float(shown.min()), float(shown.max())
     return _draw(
         shown,
@@ -265,7 +318,7 @@ def difference(matrix: NDArray[np.float64], positions: Axis, columns: Axis, *, t
         title=title,
         label="log10 |a - b|",
         scale=(low, max(high, low + 1e-9)),
-        width=900,
-        height=640,
+        width=width,
+        height=height,
         cmap="magma",
     )
