@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.errors import PlotsUnavailable
+from service.titles import TITLE_SIZE, wrap
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -27,8 +28,6 @@ DPI: Final = 100
 _CHUNK_ELEMENTS: Final = 1 << 20
 # margins, in pixels: tick and axis labels left and below, the colorbar right
 _LEFT, _RIGHT, _BOTTOM, _GAP, _BAR = 72, 100, 46, 14, 16
-# a title: its font size, and how many lines each of its lines may wrap into
-_TITLE_SIZE, _TITLE_LINES, _ELLIPSIS = "medium", 2, "\u2026"
 # the difference picture's width and height, in pixels
 DIFFERENCE_SIZE: Final = (900, 640)
 
@@ -109,58 +108,6 @@ def bin_means(
     return out
 
 
-@functools.lru_cache(maxsize=1024)
-def _advance(char: str) -> float:
-    """How wide ``char`` is in a title, in pixels: a line's width is at most the sum of its
-    characters' (kerning only narrows it)."""
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import text_to_path
-
-    font = FontProperties(size=_TITLE_SIZE)
-    points, _, _ = text_to_path.get_text_width_height_descent(char, font, ismath=False)
-    return float(points) * DPI / 72
-
-
-def _pixels(text: str) -> float:
-    return sum(_advance(char) for char in text)
-
-
-def _cut(text: str, width: int) -> str:
-    """``text`` within ``width`` pixels: whole, or its longest head that fits with "…"."""
-    if _pixels(text) <= width:
-        return text
-    room, kept = width - _advance(_ELLIPSIS), 0
-    for char in text:
-        room -= _advance(char)
-        if room < 0:
-            break
-        kept += 1
-    return text[:kept].rstrip() + _ELLIPSIS
-
-
-def _wrap(title: str, width: int) -> str:
-    """``title``'s lines broken at spaces into lines of at most ``width`` pixels, each into
-    at most :data:`_TITLE_LINES`, the last cut short with "…" where more would follow: a
-    long title (a longrope's factors) neither overflows the picture nor leaves it no room."""
-    out = []
-    for line in title.splitlines():
-        # no line holds more characters than this: the narrowest glyph is over 3 pixels
-        lines = [""]
-        for word in line[: _TITLE_LINES * width // 3 + 1].split(" "):
-            joined = f"{lines[-1]} {word}" if lines[-1] else word
-            if lines[-1] and _pixels(joined) > width:
-                lines.append(word)
-            else:
-                lines[-1] = joined
-            if len(lines) > _TITLE_LINES:
-                break
-        if len(lines) > _TITLE_LINES:  # more follows: the last line kept says so
-            lines = lines[:_TITLE_LINES]
-            lines[-1] = _cut(lines[-1] + _ELLIPSIS, width)
-        out.extend(_cut(each, width) for each in lines)
-    return "\n".join(out)
-
-
 def _figure(width: int, height: int) -> Figure:
     from matplotlib.figure import Figure  # callers have checked require()
 
@@ -181,7 +128,7 @@ def _draw(
 ) -> bytes:
     # Fixed margins in pixels rather than a layout engine, which would cost as much as the
     # drawing itself: the tick labels, the axis labels, the colorbar and its labels fit them.
-    wrapped = _wrap(title, width - _LEFT)
+    wrapped = wrap(title, (width - _LEFT) * 72 / DPI)
     top = 24 + 16 * (wrapped.count("\n") + 1)  # and room for an axis offset, as 1e6
     plot_w, plot_h = width - _LEFT - _RIGHT, height - top - _BOTTOM
     figure = _figure(width, height)
@@ -207,7 +154,7 @@ def _draw(
     axes.set_ylabel(y.label)
     # positions from 10^5 as 1e5 above the axis: six digits and the label would pass _LEFT
     axes.ticklabel_format(axis="y", style="sci", scilimits=(-5, 5))
-    axes.set_title(wrapped, fontsize=_TITLE_SIZE)
+    axes.set_title(wrapped, fontsize=TITLE_SIZE)
     mappable = ScalarMappable(norm, colours)
     figure.colorbar(mappable, cax=figure.add_axes(bar), label=label)
     out = io.BytesIO()
@@ -281,7 +228,7 @@ def audit(
 ) -> bytes:
     """An audit's error against position, log-log: one line per path (``name``, the bands'
     geometric middles, their largest errors), the thresholds dashed."""
-    wrapped = _wrap(title, width - _LEFT)
+    wrapped = wrap(title, (width - _LEFT) * 72 / DPI)
     top = 24 + 16 * (wrapped.count("\n") + 1)
     figure = _figure(width, height)
     right = 190  # the legend, beside the plot
