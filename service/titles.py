@@ -47,7 +47,7 @@ def cut(text: str, width: float) -> str:
 def wrap(title: str, width: float) -> str:
     """``title``'s lines broken at spaces into lines of at most ``width`` points, each into
     at most :data:`LINES`, the last cut short with "…" where more would follow."""
-    out = []
+    out: list[str] = []
     for line in title.splitlines():
         lines = [""]
         # no line holds more characters than this: the narrowest glyph is over 2 points
