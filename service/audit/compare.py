@@ -24,10 +24,6 @@ Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
 # the entries of each table computed at once (a chunk of positions: at least one)
 CHUNK_ENTRIES: Final = 1 << 20
-# the positions refining may evaluate past those planned, at most, where a band is sampled:
-# for each threshold, a dense window and a few sampled ones (a window of spread() holds at
-# most twice its count), each narrowing the gap between two samples about 500-fold
-REFINED: Final = len(bands.THRESHOLDS) * (bands.DENSE + 3 * 2 * bands.SAMPLES)
 
 
 def values(key: Key, positions: NDArray[np.int64]) -> Matrix:
@@ -45,10 +41,21 @@ def plan(start: int, stop: int) -> tuple[list[bands.Band], NDArray[np.int64]]:
 
 def cost(start: int, stop: int) -> int:
     """The positions a comparison of ``start .. stop-1`` evaluates in each table, at most:
-    those planned and, where a band is sampled, those refining may add."""
-    spans, positions = plan(start, stop)
-    sampled = any(span.stop - span.start > bands.SAMPLES for span in spans)
-    return len(positions) + (REFINED if sampled else 0)
+    those planned, and those refining each threshold's first crossing may add between two
+    of them (:func:`bands.first`)."""
+    _, positions = plan(start, stop)
+    gap = int(np.diff(positions).max()) if len(positions) > 1 else 1
+    return len(positions) + len(bands.THRESHOLDS) * _refining(gap)
+
+
+def _refining(gap: int) -> int:
+    """The positions refining evaluates, at most, between two evaluated ``gap`` apart:
+    every one between where they are :data:`bands.DENSE` or fewer, else a spread of them
+    (under twice :data:`bands.SAMPLES`), then again between two of those."""
+    inside = gap - 1
+    if inside <= bands.DENSE:
+        return inside
+    return 2 * bands.SAMPLES + _refining((inside // (bands.SAMPLES - bands.HEAD)) | 1)
 
 
 def _chunks(a: Key, b: Key, positions: NDArray[np.int64]) -> Iterator[tuple[Matrix, Matrix | None]]:

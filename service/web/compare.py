@@ -123,7 +123,7 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             return Response(picture, media_type=_OFFERED["png"], headers={**_NO_STORE, **vary})
         evaluated = compare.cost(asked.start, asked.stop)
         runtime.limits.rows(
-            2 * evaluated, width_a, "positions compared, and refined where sampled, × 2 × width"
+            2 * evaluated, width_a, "positions compared and refined, at most, × 2 × width"
         )
         found = await unless_gone(
             request, lambda: _compared(runtime, a, b, asked.start, asked.stop, evaluated)

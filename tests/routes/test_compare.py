@@ -191,6 +191,34 @@ def test_each_table_is_computed_once_a_chunk_at_a_time(
     assert max(entries) <= 1 << 20
 
 
+def test_a_compare_computes_no_more_than_it_is_charged(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refining the first crossings between positions sampled far apart (up to 2^31)
+    computes more positions than those planned, and no more than the charge counts."""
+    computed: Counter[Key] = Counter()
+
+    def counting(key: Key, positions: NDArray[np.int64]) -> NDArray[np.float64]:
+        computed[key] += len(positions)
+        return values(key, positions)
+
+    monkeypatch.setattr(compare, "values", counting)
+    table = {"d_model": 4, "dtype": "float64"}
+    answer = post(
+        http,
+        {
+            "a": {"family": "sinusoidal", "parameters": table},
+            "b": {"family": "sinusoidal", "parameters": {**table, "base": 10000.0001}},
+            "stop": 1 << 31,
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["first_over"]["1e-1"] > 1 << 30  # found in the last band
+    _, planned = compare.plan(0, 1 << 31)
+    assert len(planned) < min(computed.values())
+    assert max(computed.values()) <= compare.cost(0, 1 << 31)
+
+
 def test_the_picture_is_reduced_before_it_is_drawn_and_says_what_it_compares(
     http: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
