@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from service import titles
 from service.errors import PlotsUnavailable
-from service.titles import TITLE_SIZE, wrap
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -108,6 +108,11 @@ def bin_means(
     return out
 
 
+def _wrap(title: str, width: int) -> str:
+    """``title`` within ``width`` pixels (:func:`service.titles.wrap`)."""
+    return titles.wrap(title, width * 72 / DPI)
+
+
 def _figure(width: int, height: int) -> Figure:
     from matplotlib.figure import Figure  # callers have checked require()
 
@@ -128,7 +133,7 @@ def _draw(
 ) -> bytes:
     # Fixed margins in pixels rather than a layout engine, which would cost as much as the
     # drawing itself: the tick labels, the axis labels, the colorbar and its labels fit them.
-    wrapped = wrap(title, (width - _LEFT) * 72 / DPI)
+    wrapped = _wrap(title, width - _LEFT)
     top = 24 + 16 * (wrapped.count("\n") + 1)  # and room for an axis offset, as 1e6
     plot_w, plot_h = width - _LEFT - _RIGHT, height - top - _BOTTOM
     figure = _figure(width, height)
@@ -154,7 +159,7 @@ def _draw(
     axes.set_ylabel(y.label)
     # positions from 10^5 as 1e5 above the axis: six digits and the label would pass _LEFT
     axes.ticklabel_format(axis="y", style="sci", scilimits=(-5, 5))
-    axes.set_title(wrapped, fontsize=TITLE_SIZE)
+    axes.set_title(wrapped, fontsize=titles.TITLE_SIZE)
     mappable = ScalarMappable(norm, colours)
     figure.colorbar(mappable, cax=figure.add_axes(bar), label=label)
     out = io.BytesIO()
@@ -228,7 +233,7 @@ def audit(
 ) -> bytes:
     """An audit's error against position, log-log: one line per path (``name``, the bands'
     geometric middles, their largest errors), the thresholds dashed."""
-    wrapped = wrap(title, (width - _LEFT) * 72 / DPI)
+    wrapped = _wrap(title, width - _LEFT)
     top = 24 + 16 * (wrapped.count("\n") + 1)
     figure = _figure(width, height)
     right = 190  # the legend, beside the plot

@@ -68,6 +68,7 @@ class Comparison(BaseModel):
 # the picture draws at most this many positions, each about a pixel high
 DRAWN_ROWS: Final = 512
 _OFFERED: Final = {"json": MEDIA_TYPES["json"], "png": "image/png"}
+_FORMATS: Final = tuple(_OFFERED)
 _NO_STORE: Final = {"cache-control": "no-store"}
 
 
@@ -94,7 +95,8 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             ),
         ] = None,
     ) -> Response:
-        chosen = format or preferred(combined(request.scope["headers"], b"accept"), _OFFERED)
+        accept = combined(request.scope["headers"], b"accept")
+        chosen = format or _FORMATS[preferred(accept, list(_OFFERED.values()))]
         vary = {} if format else {"vary": "Accept"}
         document = await posted_document(request, runtime, read_config)
         try:

@@ -4,14 +4,12 @@ comma-separated value, as RFC 9110 section 5.3 says) that the replay layer keys 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from typing import TypeVar
+from collections.abc import Collection, Iterable, Sequence
 
 from service.codecs.types import MEDIA_TYPES, TABLE_FORMATS, Format
 from service.errors import NotAcceptable
 
 RawHeaders = Iterable[tuple[bytes, bytes]]
-N = TypeVar("N", bound=str)
 _SMALLEST_Q = 0.001  # RFC 9110's qvalues have three decimals
 
 
@@ -74,26 +72,25 @@ def negotiate(accept: str | None, offered: tuple[Format, ...] = TABLE_FORMATS) -
     Highest ``q`` wins, then the range the client listed first, then the order of
     ``offered``. Raises :class:`NotAcceptable` when every offered type has ``q=0``.
     """
-    return preferred(accept, {fmt: MEDIA_TYPES[fmt] for fmt in offered})
+    return offered[preferred(accept, [MEDIA_TYPES[fmt] for fmt in offered])]
 
 
-def preferred(accept: str | None, offered: Mapping[N, str]) -> N:
-    """:func:`negotiate` among ``offered``'s names, each with its media type (a picture's
-    ``image/png`` beside JSON)."""
-    names = list(offered)
+def preferred(accept: str | None, media_types: Sequence[str]) -> int:
+    """Which of ``media_types`` an ``Accept`` header asks for (its index), as
+    :func:`negotiate` chooses: for answers that are not tables (an audit's JSON or PNG)."""
     if accept is None or not accept.strip():
-        return names[0]
+        return 0
     ranges = _accept_ranges(accept)
     if not ranges:
-        return names[0]
+        return 0
     ranked = []
-    for order, name in enumerate(names):
-        q, index = _preference(offered[name], ranges)
+    for order, media_type in enumerate(media_types):
+        q, index = _preference(media_type, ranges)
         if q > 0:
             ranked.append((-q, index, order))
     if not ranked:
-        raise NotAcceptable(accept, list(offered.values()))
-    return names[min(ranked)[2]]
+        raise NotAcceptable(accept, list(media_types))
+    return min(ranked)[2]
 
 
 def accepts_gzip(accept_encoding: str | None) -> bool:
