@@ -63,6 +63,7 @@ SMALL_RCVBUF: Final = 16 << 10
 ENV: Final = {"PE_LOG_LEVEL": "warning", "PE_SHUTDOWN_TIMEOUT": "1"}
 # a one-row apply: the honest request timed behind the attacks
 ONE_ROW: Final = npy_bytes(np.ones((1, 8), np.float32))
+JSON_TYPE: Final = {"Content-Type": "application/json"}
 
 
 def proc_mib(pid: int, name: str) -> float:
@@ -826,6 +827,66 @@ def key_cost(checkout: Path | None, cap: float) -> str:
         )
 
 
+def kubernetes_env() -> dict[str, str]:
+    """The Kubernetes deployment's ``PE_*`` settings (``deploy/kubernetes/base/settings.env``)
+    but its host and port, which :func:`server` chooses."""
+    text = (Path(__file__).resolve().parents[1] / "deploy/kubernetes/base/settings.env").read_text()
+    pairs = (line.split("=", 1) for line in text.splitlines() if line and line[0] != "#")
+    return {name: value for name, value in pairs if name not in ("PE_HOST", "PE_PORT")}
+
+
+def comparison(width: int, stop: int) -> bytes:
+    """A compare of two sinusoidal tables ``width`` wide (bases 10,000 and 20,000) over
+    positions ``0 .. stop-1``: about 170 bytes."""
+    a = {"family": "sinusoidal", "parameters": {"d_model": width}}
+    b = {"family": "sinusoidal", "parameters": {"d_model": width, "base": 20000}}
+    return json.dumps({"a": a, "b": b, "stop": stop}).encode()
+
+
+def compare_one(checkout: Path | None, cap: float, fmt: str) -> str:
+    """One compare of two 65,536-wide tables over 512 positions (the default settings'
+    largest), as ``fmt``: its peak and held RSS."""
+    with server(checkout, cap) as srv:
+        status, seconds, size = request(
+            srv, f"/v1/compare?format={fmt}", "POST", comparison(65536, 512), JSON_TYPE
+        )
+        return (
+            f"{fmt}: {status} in {wide(seconds)} ({size / 1024:.0f} KiB); peak "
+            f"{srv.peak():+.0f} MiB, held {srv.held():+.0f} MiB;{srv.note()}"
+        )
+
+
+def compare_png(checkout: Path | None, cap: float) -> str:
+    """One compare as a PNG, then 32 at once under the Kubernetes deployment's settings
+    (two 16,384-wide tables over 512 positions, the most its PE_MAX_ELEMENTS allows): the
+    peak RSS against the pod's 1,984 MiB, and /healthz meanwhile."""
+    alone = compare_one(checkout, cap, "png")
+    with server(checkout, cap, env=kubernetes_env()) as srv:
+        done = threading.Event()
+        latencies = healthz_latencies(srv, done)
+        body = comparison(16384, 512)
+
+        def picture(_: int) -> str:
+            return request(srv, "/v1/compare?format=png", "POST", body, JSON_TYPE, 600)[0]
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(32) as pool:
+            seen = list(pool.map(picture, range(32)))
+        elapsed = time.monotonic() - started
+        done.set()
+        return (
+            f"{alone} 32 at once (Kubernetes settings): {statuses(seen)} in {wide(elapsed)}; "
+            f"peak {srv.peak():+.0f} MiB (RSS {srv.idle + srv.peak():.0f} MiB, the pod's limit "
+            f"1984), held {srv.held():+.0f} MiB; /healthz p50 "
+            f"{statistics.median(latencies) * 1e3:.0f} ms, max {wide(max(latencies))};{srv.note()}"
+        )
+
+
+def compare_json(checkout: Path | None, cap: float) -> str:
+    """One compare as JSON: its peak and held RSS."""
+    return compare_one(checkout, cap, "json")
+
+
 CASES: Final[dict[str, Callable[[Path | None, float], str]]] = {
     "body-reservation": body_reservation,
     "json-strings": json_strings,
@@ -841,6 +902,8 @@ CASES: Final[dict[str, Callable[[Path | None, float], str]]] = {
     "npz-declared": npz_declared,
     "v2-outputs": v2_outputs,
     "key-cost": key_cost,
+    "compare-png": compare_png,
+    "compare-json": compare_json,
 }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import io
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from service import titles
 from service.errors import PlotsUnavailable
 
 if TYPE_CHECKING:
@@ -28,6 +28,8 @@ DPI: Final = 100
 _CHUNK_ELEMENTS: Final = 1 << 20
 # margins, in pixels: tick and axis labels left and below, the colorbar right
 _LEFT, _RIGHT, _BOTTOM, _GAP, _BAR = 72, 100, 46, 14, 16
+# the difference picture's width and height, in pixels
+DIFFERENCE_SIZE: Final = (900, 640)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +109,8 @@ def bin_means(
 
 
 def _wrap(title: str, width: int) -> str:
-    """``title`` broken into lines that fit ``width`` pixels (about 7 pixels a character)."""
-    chars = max(20, width // 7)
-    return "\n".join(textwrap.fill(line, chars) for line in title.splitlines())
+    """``title`` within ``width`` pixels (:func:`service.titles.wrap`)."""
+    return titles.wrap(title, width * 72 / DPI)
 
 
 def _figure(width: int, height: int) -> Figure:
@@ -156,7 +157,9 @@ def _draw(
     )
     axes.set_xlabel(x.label)
     axes.set_ylabel(y.label)
-    axes.set_title(wrapped, fontsize="medium")
+    # positions from 10^5 as 1e5 above the axis: six digits and the label would pass _LEFT
+    axes.ticklabel_format(axis="y", style="sci", scilimits=(-5, 5))
+    axes.set_title(wrapped, fontsize=titles.TITLE_SIZE)
     mappable = ScalarMappable(norm, colours)
     figure.colorbar(mappable, cax=figure.add_axes(bar), label=label)
     out = io.BytesIO()
@@ -255,8 +258,10 @@ def audit(
 
 
 def difference(matrix: NDArray[np.float64], positions: Axis, columns: Axis, *, title: str) -> bytes:
-    """A PNG of two tables' ``|a - b|`` (positions down, entries across), log10 scale."""
-    shown = np.log10(np.maximum(matrix, 1e-12))
+    """A PNG of two tables' ``|a - b|`` (positions down, entries across), log10 scale; more
+    rows or columns than :data:`DIFFERENCE_SIZE`'s pixels are reduced to one cell a pixel."""
+    width, height = DIFFERENCE_SIZE
+    shown = np.log10(np.maximum(bin_means(matrix, height, width), 1e-12))
     low, high = float(shown.min()), float(shown.max())
     return _draw(
         shown,
@@ -265,7 +270,7 @@ def difference(matrix: NDArray[np.float64], positions: Axis, columns: Axis, *, t
         title=title,
         label="log10 |a - b|",
         scale=(low, max(high, low + 1e-9)),
-        width=900,
-        height=640,
+        width=width,
+        height=height,
         cmap="magma",
     )

@@ -23,7 +23,7 @@ from service.web.responses import not_modified
 HEATMAP_PATH: Final = "/v1/encodings/sinusoidal/heatmap.png"
 SIMILARITY_PATH: Final = "/v1/encodings/sinusoidal/similarity.png"
 # Bump when the pictures change for the same parameters and matplotlib version.
-PICTURE_REVISION: Final = "2"
+PICTURE_REVISION: Final = "3"
 _RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     200: {"content": {"image/png": openapi.BINARY}, "description": "The picture."},
     304: openapi.NOT_MODIFIED,

@@ -3,24 +3,31 @@ parameters or as a model's config with from-config's (``{"family": "rotary", "co
 {...}, "parameters": {"engine": "vllm"}}``), over a range of positions: their difference
 by band, where it first passes the thresholds, and each rotary pair's angle drift
 (:mod:`service.audit.compare`). transformers' YaRN against vLLM's for one config, a
-training config against an inference one, ``library`` against ``exact``: one request."""
+training config against an inference one, ``library`` against ``exact``: one request.
+
+JSON or a PNG of ``|a - b|`` (by ``format``, else ``Accept``), computed off the event loop
+in the lane its numbers choose, a large one in the large answers' turns; the picture's
+entries are reduced to its pixels as they are computed."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import anyio
+import numpy as np
 import orjson
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
+from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from service import plots
-from service.audit import bands, compare
+from service import handlers, plots
+from service.audit import compare
 from service.audit import paths as audit_paths
 from service.codecs.types import MEDIA_TYPES
+from service.encodings import registry
 from service.encodings.registry import Key
 from service.errors import InvalidInput
 from service.runtime import Runtime
@@ -32,6 +39,7 @@ from service.web.declared import Declared
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
 from service.web.documents import posted_document
+from service.web.negotiation import combined, preferred
 
 PATH: Final = "/v1/compare"
 
@@ -57,6 +65,20 @@ class Comparison(BaseModel):
     stop: int = Field(ge=1, le=POSITION_CEILING + 1)
 
 
+# the picture draws at most this many positions, each about a pixel high
+DRAWN_ROWS: Final = 512
+_OFFERED: Final = {"json": MEDIA_TYPES["json"], "png": "image/png"}
+_FORMATS: Final = tuple(_OFFERED)
+_NO_STORE: Final = {"cache-control": "no-store"}
+
+
+class Spec(NamedTuple):
+    """A table to compare: its key, and how the picture's title names it."""
+
+    key: Key
+    said: str
+
+
 def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
     """The route, for the ``families`` cached by rows."""
     known = {each.family.name: each for each in families if each.family.block is None}
@@ -67,9 +89,15 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
         runtime: RuntimeDep,
         format: Annotated[
             Literal["json", "png"] | None,
-            Query(description="json (default), or png: |a - b| over positions and entries."),
+            Query(
+                description="json, or png: |a - b| over positions and entries; default by "
+                "Accept, else json."
+            ),
         ] = None,
     ) -> Response:
+        accept = combined(request.scope["headers"], b"accept")
+        chosen = format or _FORMATS[preferred(accept, list(_OFFERED.values()))]
+        vary = {} if format else {"vary": "Accept"}
         document = await posted_document(request, runtime, read_config)
         try:
             asked = Comparison.model_validate(document)
@@ -78,29 +106,32 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             raise RequestValidationError(errors) from None
         if asked.stop <= asked.start:
             raise InvalidInput("stop", f"must be above start ({asked.start})")
-        a = await _key(runtime, known, asked.a, "a", asked.stop)
-        b = await _key(runtime, known, asked.b, "b", asked.stop)
+        a = await _spec(runtime, known, asked.a, "a", asked.stop)
+        b = await _spec(runtime, known, asked.b, "b", asked.stop)
         # the entries a position has, from the keys: no row computed on the event loop
-        width_a, width_b = audit_paths.width(a), audit_paths.width(b)
+        width_a, width_b = audit_paths.width(a.key), audit_paths.width(b.key)
         if width_a != width_b:
             raise InvalidInput(
                 "b", f"its entries are {width_b} a row, a's {width_a}: not comparable"
             )
-        limits = runtime.limits
-        limits.last_position(asked.stop - 1, "the last position compared")
-        evaluated = len(bands.plan(bands.bands(asked.stop)))
-        limits.rows(2 * evaluated, width_a, "positions compared × 2 × width")
-        if format == "png":
+        runtime.limits.last_position(asked.stop - 1, "the last position compared")
+        if chosen == "png":
             plots.require()
+            positions, step = compare.drawn(asked.start, asked.stop, DRAWN_ROWS)
+            runtime.limits.rows(2 * len(positions), width_a, "positions drawn × 2 × width")
             picture = await unless_gone(
-                request, lambda: _picture(runtime, a, b, asked.start, asked.stop)
+                request, lambda: _picture(runtime, a, b, positions, step, asked.stop)
             )
-            return Response(picture, media_type="image/png", headers={"cache-control": "no-store"})
-        work = functools.partial(compare.compare, a, b, asked.start, asked.stop)
-        found = await unless_gone(request, lambda: runtime.compute(evaluated * width_a, work))
+            return Response(picture, media_type=_OFFERED["png"], headers={**_NO_STORE, **vary})
+        evaluated = compare.cost(asked.start, asked.stop)
+        runtime.limits.rows(
+            2 * evaluated, width_a, "positions compared and refined, at most, × 2 × width"
+        )
+        found = await unless_gone(
+            request, lambda: _compared(runtime, a, b, asked.start, asked.stop, evaluated)
+        )
         body = orjson.dumps({"start": asked.start, "stop": asked.stop, **found})
-        headers = {"content-type": MEDIA_TYPES["json"], "cache-control": "no-store"}
-        return Response(body, headers=headers)
+        return Response(body, headers={"content-type": _OFFERED["json"], **_NO_STORE, **vary})
 
     routes.add_api_route(
         PATH,
@@ -123,26 +154,59 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
                 "content": {"application/json": {}, "image/png": openapi.BINARY},
                 "description": "The comparison, or its difference heatmap.",
             },
-            **openapi.problems_of(400, 413, 415, 422, 501),
+            **openapi.problems_of(400, 406, 413, 415, 422, 501),
         },
     )
     return routes
 
 
-async def _picture(runtime: Runtime, a: Key, b: Key, start: int, stop: int) -> bytes:
-    """The difference heatmap, computed then drawn (one picture at a time)."""
-    matrix, step = await runtime.compute(512 * 2 * a.width, compare.heatmap, a, b, start, stop)
-    positions = plots.Axis("position", start, start + step * (len(matrix) - 1), step)
-    columns = plots.Axis("entry (rotary: each pair's cos, then sin)", 0, matrix.shape[1] - 1)
-    title = f"|a - b| at positions {start:,} to {stop - 1:,}"
-    draw = functools.partial(plots.difference, matrix, positions, columns, title=title)
-    return await anyio.to_thread.run_sync(draw, limiter=runtime.painter)
+def _cost(a: Spec, b: Spec, positions: int) -> tuple[int, bool]:
+    """What computing ``positions`` positions of each table costs: its numbers (its lane),
+    and whether it takes a turn of the large answers (its rows pass their bytes, as a large
+    table's do: :func:`service.handlers.turn`)."""
+    numbers = 2 * positions * audit_paths.width(a.key)
+    elements = numbers + registry.preparation(a.key) + registry.preparation(b.key)
+    return elements, 8 * numbers > handlers.LARGE_ANSWER_BYTES
 
 
-async def _key(
+async def _compared(
+    runtime: Runtime, a: Spec, b: Spec, start: int, stop: int, evaluated: int
+) -> dict[str, Any]:
+    """The comparison of ``start .. stop-1``, charged for the ``evaluated`` positions of
+    each table :func:`compare.cost` counts."""
+    elements, large = _cost(a, b, evaluated)
+    async with handlers.turn(runtime, large):
+        return await runtime.compute(elements, compare.compare, a.key, b.key, start, stop)
+
+
+async def _picture(
+    runtime: Runtime, a: Spec, b: Spec, positions: NDArray[np.int64], step: int, stop: int
+) -> bytes:
+    """The difference heatmap, its entries reduced to the picture's columns as they are
+    computed, then drawn (one picture at a time); a large one in the large answers' turns,
+    as a heatmap's."""
+    width, _ = plots.DIFFERENCE_SIZE
+    start, last = int(positions[0]), int(positions[-1])
+    rows = plots.Axis("position", start, last, step)
+    columns = plots.Axis(
+        "entry (rotary: each pair's cos, then sin)", 0, audit_paths.width(a.key) - 1
+    )
+    spaced = f", every {step:,}" if step > 1 else ""
+    title = f"|a - b| at positions {start:,} to {stop - 1:,}{spaced}\na: {a.said}\nb: {b.said}"
+    elements, large = _cost(a, b, len(positions))
+    async with handlers.turn(runtime, large):
+        matrix = await runtime.compute(
+            elements, compare.heatmap, a.key, b.key, positions, columns=width
+        )
+        draw = functools.partial(plots.difference, matrix, rows, columns, title=title)
+        return await anyio.to_thread.run_sync(draw, limiter=runtime.painter)
+
+
+async def _spec(
     runtime: Runtime, known: Mapping[str, Declared[Any, Any]], table: Table, name: str, stop: int
-) -> Key:
-    """The key ``table`` names; its refusals located in the body (``a.parameters.base``)."""
+) -> Spec:
+    """The key ``table`` names, and its parameters said shortly; its refusals located in
+    the body (``a.parameters.base``)."""
     declared = known.get(table.family)
     if declared is None:
         raise InvalidInput(f"{name}.family", f"must be one of {', '.join(known)}")
@@ -165,10 +229,25 @@ async def _key(
     try:
         query = declared.query.model_validate(parameters)
         key: Key = await declared.key_of(runtime, query)
-        return key
     except ValidationError as exc:
         errors = [
             {**e, "loc": ("body", name, "parameters", *e["loc"])}
             for e in exc.errors(include_url=False)
         ]
         raise RequestValidationError(errors) from None
+    given = query.model_dump(exclude_unset=True)
+    if given.get("max_len") == stop:
+        del given["max_len"]  # the range compared says it
+    # what each table must say first (its width), then the rest
+    fields = declared.query.model_fields
+    required = {each for each, field in fields.items() if field.is_required()}
+    shown = sorted(given, key=lambda field: field not in required)
+    said = " ".join(f"{field}={_shown(given[field])}" for field in shown)
+    return Spec(key, f"{table.family} {said}".strip())
+
+
+def _shown(value: Any) -> str:
+    """A parameter's value as a title says it: ``10000`` for ``10000.0``."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return str(value)

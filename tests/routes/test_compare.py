@@ -4,6 +4,7 @@ parameters or a config; the figures checked against the two tables' own GETs."""
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,13 +12,19 @@ import httpx
 import numpy as np
 import orjson
 import pytest
+from numpy.typing import NDArray
+from PIL import Image
 
+from service import plots
 from service.app import create_app
+from service.audit import compare
+from service.encodings.registry import Key
 from service.settings import Settings
 from tests.support import assert_problem, in_process
 
 JSON = {"content-type": "application/json"}
 HEAD = {"head_dim": 64, "base": 10000}
+values, difference = compare.values, plots.difference
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +133,137 @@ def test_the_difference_as_a_picture(http: httpx.Client) -> None:
         422,
         "format",
     )
+
+
+SMALL = {
+    "a": {"family": "rotary", "parameters": HEAD},
+    "b": {"family": "rotary", "parameters": {**HEAD, "base": 20000}},
+    "stop": 64,
+}
+
+
+@pytest.mark.parametrize(
+    ("query", "accept", "media_type", "varies"),
+    [
+        pytest.param("", None, "application/json", True, id="no-accept"),
+        pytest.param("", "image/png", "image/png", True, id="png"),
+        pytest.param("", "application/json", "application/json", True, id="json"),
+        pytest.param("", "image/*;q=0.9, */*;q=0.1", "image/png", True, id="ranges"),
+        pytest.param("?format=png", "text/html", "image/png", False, id="format-wins"),
+    ],
+)
+def test_accept_chooses_the_format(
+    http: httpx.Client, query: str, accept: str | None, media_type: str, varies: bool
+) -> None:
+    headers = {**JSON, **({"accept": accept} if accept else {})}
+    answer = http.post(f"/v1/compare{query}", content=orjson.dumps(SMALL), headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == media_type
+    assert ("Accept" in answer.headers.get("vary", "")) is varies
+
+
+def test_an_accept_naming_neither_format_is_refused(http: httpx.Client) -> None:
+    headers = {**JSON, "accept": "text/html"}
+    refused = http.post("/v1/compare", content=orjson.dumps(SMALL), headers=headers)
+    assert_problem(refused, 406, "image/png", "application/json")
+
+
+def test_each_table_is_computed_once_a_chunk_at_a_time(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each position of each table is computed once (it was twice), at most a chunk of
+    2^20 entries at a time (it was every position at once)."""
+    computed: Counter[Key] = Counter()
+    entries: list[int] = []
+
+    def counting(key: Key, positions: NDArray[np.int64]) -> NDArray[np.float64]:
+        computed[key] += len(positions)
+        entries.append(len(positions) * key.width)
+        return values(key, positions)
+
+    monkeypatch.setattr(compare, "values", counting)
+    single = {"family": "sinusoidal", "parameters": {"d_model": 4096}}
+    double = {"family": "sinusoidal", "parameters": {"d_model": 4096, "dtype": "float64"}}
+    answer = post(http, {"a": single, "b": double, "stop": 512})
+    assert answer.status_code == 200, answer.text
+    assert set(answer.json()["first_over"].values()) == {None}  # nothing refined
+    assert sorted(computed.values()) == [512, 512]
+    assert max(entries) <= 1 << 20
+
+
+def test_a_compare_computes_no_more_than_it_is_charged(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refining the first crossings between positions sampled far apart (up to 2^31)
+    computes more positions than those planned, and no more than the charge counts."""
+    computed: Counter[Key] = Counter()
+
+    def counting(key: Key, positions: NDArray[np.int64]) -> NDArray[np.float64]:
+        computed[key] += len(positions)
+        return values(key, positions)
+
+    monkeypatch.setattr(compare, "values", counting)
+    table = {"d_model": 4, "dtype": "float64"}
+    answer = post(
+        http,
+        {
+            "a": {"family": "sinusoidal", "parameters": table},
+            "b": {"family": "sinusoidal", "parameters": {**table, "base": 10000.0001}},
+            "stop": 1 << 31,
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["first_over"]["1e-1"] > 1 << 30  # found in the last band
+    _, planned = compare.plan(0, 1 << 31)
+    assert len(planned) < min(computed.values())
+    assert max(computed.values()) <= compare.cost(0, 1 << 31)
+
+
+def test_the_picture_is_reduced_before_it_is_drawn_and_says_what_it_compares(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries: list[int] = []
+    drawn: list[tuple[tuple[int, ...], str]] = []
+
+    def counting(key: Key, positions: NDArray[np.int64]) -> NDArray[np.float64]:
+        entries.append(len(positions) * key.width)
+        return values(key, positions)
+
+    def drawing(matrix: NDArray[np.float64], *args: Any, title: str) -> bytes:
+        drawn.append((matrix.shape, title))
+        return difference(matrix, *args, title=title)
+
+    monkeypatch.setattr(compare, "values", counting)
+    monkeypatch.setattr(plots, "difference", drawing)
+    body = {
+        "a": {"family": "sinusoidal", "parameters": {"d_model": 4096}},
+        "b": {"family": "sinusoidal", "parameters": {"d_model": 4096, "base": 20000}},
+        "stop": 2048,
+    }
+    answer = http.post("/v1/compare?format=png", content=orjson.dumps(body), headers=JSON)
+    assert answer.status_code == 200, answer.text
+    [(shape, title)] = drawn
+    assert shape[0] <= 640
+    assert shape[1] <= 900
+    assert max(entries) <= 1 << 20
+    lines = title.splitlines()
+    assert lines[1:] == ["a: sinusoidal d_model=4096", "b: sinusoidal d_model=4096 base=20000"]
+
+
+def test_a_long_title_fits_the_picture() -> None:
+    """A title's lines wrap into two at most, the second cut short with "…", within the
+    picture: nothing is drawn at its left and right edges (a line of digits was wider than
+    the picture, cut at both edges)."""
+    factors = " ".join(["0123456789"] * 200)
+    title = f"|a - b| at positions 0 to 99\na: rotary long_factor={factors}\nb: {factors}"
+    png = plots.difference(
+        np.full((8, 8), 1e-3),
+        plots.Axis("position", 0, 7),
+        plots.Axis("entry", 0, 7),
+        title=title,
+    )
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
+    inked = pixels < 160
+    assert not inked[:, :3].any()
+    assert not inked[:, -3:].any()
+    assert inked[:, 100:800].any(axis=1).sum() > 300  # the plot keeps most of the height
