@@ -31,14 +31,13 @@ from service.encodings import registry
 from service.encodings.registry import Key
 from service.errors import InvalidInput
 from service.runtime import Runtime
-from service.schemas.common import Read
 from service.schemas.hf_config import read_config
 from service.settings import POSITION_CEILING
 from service.web import openapi
 from service.web.declared import Declared
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
-from service.web.documents import posted_document
+from service.web.documents import posted_document, read_fields
 from service.web.negotiation import combined, preferred
 
 PATH: Final = "/v1/compare"
@@ -215,8 +214,7 @@ async def _spec(
         spec = declared.from_document
         if spec is None:
             raise InvalidInput(f"{name}.config", f"{table.family} tables are not read from configs")
-        got = spec.fields(table.config, parameters)
-        read = got if isinstance(got, Read) else Read({"": got})
+        read = await read_fields(runtime, spec, table.config, parameters)
         if "" not in read.tables:
             raise InvalidInput(
                 f"{name}.parameters.layer_type",
