@@ -52,6 +52,11 @@ FLAGS: Final = [
     "--disable-sync",
 ]
 
+# How long a test's client waits for an answer: minutes, so that a loaded machine never
+# decides a test's outcome (an audit of 3.4 s idle passed a 10 s timeout under load), while a
+# hang still ends. A test about a timeout sets its own.
+WAIT: Final = 300.0
+
 # Limits small enough that tests can cross them cheaply.
 SMALL_LIMITS: Final = {
     "max_elements": 100_000,

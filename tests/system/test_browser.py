@@ -31,6 +31,7 @@ from tests.support import (
     FLAGS,
     ROOT,
     TABLE,
+    WAIT,
     load,
     npy_bytes,
     requests_counted,
@@ -581,6 +582,60 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
             assert np.float32(shown["value"]) == bias[0, 0, key]
         assert visit.off_host == []
         # the browser reports the refused whole requests itself; nothing else went wrong
+        assert all("422" in error for error in visit.errors), visit.errors
+
+
+# each view with a table over PE_MAX_ELEMENTS = 100,000, its curl command's file, the rows
+# the limit allows of it, and the shape saved: sinusoidal 2048 × 512, RoPE 2048 × (64 cos, 64
+# sin), ALiBi 8 heads × 256 queries × 256 keys
+_OVER: Final = [
+    pytest.param("/?max_len=2048&d_model=512", "", "pe.npy", 195, (195, 512), id="sinusoidal"),
+    pytest.param(
+        "/?view=rope&max_len=2048&head_dim=64", "rope-", "rope.npz", 781, (781, 64), id="rope"
+    ),
+    pytest.param("/?view=alibi&max_len=256", "alibi-", "alibi.npy", 48, (8, 48, 256), id="alibi"),
+]
+
+
+@pytest.mark.parametrize(("address", "prefix", "file", "rows", "shape"), _OVER)
+def test_the_copied_curl_command_keeps_under_the_services_limit(
+    browser: Browser,
+    tmp_path: Path,
+    address: str,
+    prefix: str,
+    file: str,
+    rows: int,
+    shape: tuple[int, ...],
+) -> None:
+    """A table the service refuses whole: the curl command copied asks for the first rows
+    the limit allows and says so in a comment; run as copied, it saves those rows (curl
+    --fail-with-body: a refusal would be curl's error, not a file that looks saved)."""
+    limit = 100_000
+    with running({"PE_MAX_ELEMENTS": str(limit)}) as small, visiting(browser, small) as visit:
+        page = visit.page
+        page.goto(small + address)
+        view = f"#{prefix}view" if prefix else "body"
+        page.wait_for_selector(f'{view}[data-state="ready"]')
+        page.click(f"#{prefix}copy-curl")
+        copied = page.evaluate("navigator.clipboard.readText()")
+        assert copied == page.text_content(f"#{prefix}curl")
+        note, command = copied.split("\n")
+        assert note.startswith("# "), note
+        assert f"PE_MAX_ELEMENTS ({limit:,})" in note, note
+        assert f"rows 0 to {rows - 1:,}" in note, note
+        assert command.startswith(f"curl --fail-with-body -o {file} ")
+        done = subprocess.run(["bash", "-c", copied], cwd=tmp_path, capture_output=True)
+        assert done.returncode == 0, done.stderr
+        saved = tmp_path / file
+        arrays = np.load(saved, allow_pickle=False)
+        first = arrays["cos"] if file.endswith(".npz") else arrays
+        assert first.shape == shape
+        href = page.get_attribute(f"#{prefix}copy-curl", "href")
+        assert href is not None
+        assert f"start=0&stop={rows}" in href
+        with httpx.Client(base_url=small, timeout=WAIT) as http:
+            assert http.get(href).content == saved.read_bytes()  # the link: the same rows
+        assert visit.off_host == []
         assert all("422" in error for error in visit.errors), visit.errors
 
 
