@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
+from service.audit import paths
 from service.encodings import alibi, registry, rotary, scalings
 from service.encodings.catalogue import PRESETS
 from service.routes.explorer import FILES
@@ -240,6 +241,21 @@ def test_the_compare_views_defaults_are_taken(api: httpx.Client) -> None:
     assert set(document["first_over"]) == {"1e-3", "1e-2", "1e-1"}
     assert document["bands"]
     assert all("max_angle_drift" in band for band in document["bands"])
+
+
+def test_the_audit_view_says_which_path_a_bf16_model_follows(api: httpx.Client) -> None:
+    """transformers computes a bfloat16 model's RoPE table in float32 and casts cos and sin
+    to bfloat16 (LlamaRotaryEmbedding.forward: cos.to(x.dtype)): the page names that path,
+    bf16-table, and only paths the rotary audit has."""
+    found = re.search(r'<p id="audit-bf16" class="hint">(.*?)</p>', api.get("/").text, re.S)
+    assert found, "no note"
+    note = " ".join(found[1].split())
+    assert "the <code>bf16-table</code> path" in note
+    assert "<code>cos.to(x.dtype)</code>" in note
+    named = set(re.findall(r"<code>([a-z0-9]+-[a-z0-9-]+)</code>", note))
+    assert named <= {path.name for path in paths.COMMON + paths.ROTARY}, named
+    (table,) = [path for path in paths.COMMON if path.name == "bf16-table"]
+    assert "cos.to(x.dtype)" in table.description  # the path as the service describes it
 
 
 def _page_query(page: _Controls, scaling: str) -> dict[str, str]:

@@ -729,6 +729,75 @@ def test_the_audit_view_shows_the_services_problems(visit: Visit) -> None:
     assert all("422" in error for error in visit.errors), visit.errors
 
 
+def _colour_pixels(visit: Visit, canvas: str, colour: str) -> int:
+    """How many pixels of ``canvas`` are ``colour`` (#rrggbb), within anti-aliasing's reach."""
+    return visit.page.eval_on_selector(  # type: ignore[no-any-return]
+        f"#{canvas}",
+        """(c, hex) => {
+             const want = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+             const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+             let found = 0;
+             for (let i = 0; i < d.length; i += 4) {
+               const near = want.every((v, k) => Math.abs(d[i + k] - v) <= 24);
+               if (near && d[i + 3] > 200) found += 1;
+             }
+             return found; }""",
+        colour,
+    )
+
+
+def test_every_path_of_the_audit_shows(visit: Visit) -> None:
+    """Llama 3.1's audit: float32-positions has library's error at every band (and bf16- and
+    fp16-positions to 256 and 2048): each path's line still shows on the chart, and the view
+    says which path a model loaded in bfloat16 by transformers follows."""
+    page = visit.page
+    page.goto(visit.url + "/?view=audit")
+    page.wait_for_selector('#audit-view[data-state="ready"]')
+    drawn = page.eval_on_selector("#audit-plot", "c => c.series.map((s) => [s.name, s.color])")
+    assert page.locator("#audit-legend span").all_text_contents() == [name for name, _ in drawn]
+    hidden = [name for name, colour in drawn if _colour_pixels(visit, "audit-plot", colour) < 10]
+    assert hidden == [], hidden
+    assert page.is_visible("#audit-bf16")
+    assert "the bf16-table path" in " ".join((page.text_content("#audit-bf16") or "").split())
+    page.select_option("#audit-family", "sinusoidal")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-family="sinusoidal"]')
+    assert page.is_hidden("#audit-bf16")  # a RoPE table's note
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+@pytest.mark.parametrize(
+    ("view", "refused"),
+    [
+        pytest.param("audit", ("#audit-max_len", "0"), id="audit"),
+        pytest.param("compare", ("#compare-stop", "1"), id="compare"),
+    ],
+)
+def test_a_refusal_takes_the_earlier_chart_down(
+    visit: Visit, view: str, refused: tuple[str, str]
+) -> None:
+    """After a request the service refuses, the view shows the problem, and none of what
+    the earlier answer drew: its chart, legend and readings are gone."""
+    page = visit.page
+    page.goto(f"{visit.url}/?view={view}")
+    page.wait_for_selector(f'#{view}-view[data-state="ready"]')
+    assert visit.distinct_colours(f"{view}-plot") > 3
+    assert page.locator(f"#{view}-legend span").count() > 0
+    control, value = refused
+    page.fill(control, value)
+    page.click(f"#{view}-controls button[type=submit]")
+    page.wait_for_selector(f'#{view}-view[data-state="error"]')
+    assert page.is_visible(f"#{view}-problem")
+    assert visit.distinct_colours(f"{view}-plot") == 1  # blank
+    assert page.locator(f"#{view}-legend span").count() == 0
+    readings = "#audit-firsts tr" if view == "audit" else "#compare-first"
+    assert all(not text.strip() for text in page.locator(readings).all_text_contents())
+    visit.hover(f"{view}-plot", 0.5, 0.5)
+    assert page.is_hidden("#readout")  # nothing to read
+    assert visit.off_host == []
+    assert all("422" in error for error in visit.errors), visit.errors
+
+
 def test_the_compare_view_draws_two_engines_difference(visit: Visit) -> None:
     """transformers' dynamic scaling against vLLM's: the largest difference and angle drift
     per band, and where the difference first passes each threshold, as the service says."""
