@@ -197,7 +197,7 @@ def running(
 
 
 def _wait_for(url: str, process: subprocess.Popen[bytes], log: Any) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
         if process.poll() is not None:
             log.seek(0)
@@ -208,7 +208,7 @@ def _wait_for(url: str, process: subprocess.Popen[bytes], log: Any) -> None:
         except httpx.TransportError:
             pass
         time.sleep(0.05)
-    raise RuntimeError(f"server did not answer {url} within 30 s")
+    raise RuntimeError(f"server did not answer {url} within {WAIT:g} s")
 
 
 class _InProcess(httpx.BaseTransport):

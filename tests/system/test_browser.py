@@ -121,6 +121,7 @@ def visiting(browser: Browser, url: str) -> Iterator[Visit]:
         viewport={"width": 1200, "height": 1400},
         permissions=["clipboard-read", "clipboard-write"],
     )
+    context.set_default_timeout(WAIT * 1000)  # Playwright's 30 s: a loaded machine passes it
     page = context.new_page()
     seen = Visit(page, url)
     origin = urlsplit(url).netloc
@@ -191,7 +192,7 @@ def test_the_explorer_draws_the_table_three_ways(visit: Visit, tmp_path: Path) -
     page.wait_for_function("() => document.getElementById('similarity').position === 700")
     assert visit.distinct_colours("similarity") > 10
 
-    with httpx.Client(base_url=visit.url, timeout=30) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         # the heatmap's corners are the table's corners; every value shown is the API's
         assert visit.hover("heatmap", 0, 0) | {"value": ""} == {
             "view": "heatmap",
@@ -236,7 +237,9 @@ def test_the_explorer_draws_the_table_three_ways(visit: Visit, tmp_path: Path) -
         assert copied == page.text_content("#curl")
         assert copied.startswith("curl ")
         assert shutil.which("curl"), "curl is needed to run the copied command"
-        subprocess.run(shlex.split(copied), cwd=tmp_path, check=True, capture_output=True)
+        subprocess.run(
+            shlex.split(copied), cwd=tmp_path, check=True, capture_output=True, timeout=WAIT
+        )
         fetched = np.load(tmp_path / "pe.npy", allow_pickle=False)
         np.testing.assert_array_equal(fetched, table.astype(np.float32))
 
@@ -324,7 +327,7 @@ def test_the_explorer_draws_a_presets_table(visit: Visit) -> None:
     assert page.is_disabled("#layout")
     assert page.is_enabled("#rounding")
     assert "preset=tensor2tensor" in page.url
-    with httpx.Client(base_url=visit.url, timeout=30) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         query: dict[str, str | int] = {
             "max_len": 64,
             "d_model": 16,
@@ -439,7 +442,7 @@ def test_the_sinusoidal_view_draws_a_long_table_from_every_step_th_position(
     # the position asked for is the nearest drawn
     assert page.eval_on_selector("#similarity", "c => c.position") == round(70000 / step) * step
     assert page.input_value("#position") == str(round(70000 / step) * step)
-    with httpx.Client(base_url=visit.url, timeout=30) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         for fx, fy in [(0, 0), (0.5, 0.5), (0.13, 0.77), (1, 1)]:
             shown = visit.hover("heatmap", fx, fy)
             position, dimension = int(shown["position"]), int(shown["dimension"])
@@ -480,7 +483,7 @@ def test_the_rope_view_draws_llama_31_at_its_context_and_past_it(
     assert sorted(q["scaling"] for q in first) == ["llama3", "none"]  # the wavelengths
     _one_row_each([q for q in asked if q not in first], max_len, step)
     query: dict[str, str | int] = {**LLAMA_31, "max_len": max_len, "head_dim": 128}
-    with httpx.Client(base_url=visit.url, timeout=30) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         for fx, fy in [(0, 0), (0.31, 0.93), (0.77, 0.5), (1, 1)]:
             shown = visit.hover("rope-angles", fx, fy)
             position, pair = int(shown["position"]), int(shown["pair"])
@@ -535,7 +538,7 @@ def test_the_alibi_view_draws_a_long_bias_from_its_last_row(visit: Visit, max_le
     query, key = int(shown["query"]), int(shown["key"])
     assert (query % step, key % step) == (0, 0)
     assert key <= query  # not masked
-    with httpx.Client(base_url=visit.url, timeout=60) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         row: dict[str, str | int] = {
             "num_heads": 8,
             "max_len": max_len,
@@ -561,7 +564,7 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
         slices = [q for q in _requested(visit, TABLE) if "start" in q]
         assert sum(int(q["stop"]) - int(q["start"]) for q in slices) == 2048
         assert all((int(q["stop"]) - int(q["start"])) * 512 <= limit for q in slices)
-        with httpx.Client(base_url=small, timeout=30) as http:
+        with httpx.Client(base_url=small, timeout=WAIT) as http:
             for fx, fy in [(0.2, 0.3), (0.9, 0.95)]:
                 shown = visit.hover("heatmap", fx, fy)
                 position, dimension = int(shown["position"]), int(shown["dimension"])
@@ -574,7 +577,7 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
         page.goto(f"{small}/?view=alibi&max_len=256")
         page.wait_for_selector('#alibi-view[data-state="ready"]')
         _sampled(visit, "alibi-", "Every entry of 256 × 256, read from the last query row")
-        with httpx.Client(base_url=small, timeout=30) as http:
+        with httpx.Client(base_url=small, timeout=WAIT) as http:
             shown = visit.hover("alibi-bias", 0.4, 0.7)
             query, key = int(shown["query"]), int(shown["key"])
             row = {"num_heads": 8, "max_len": 256, "start": query, "stop": query + 1}
@@ -624,7 +627,9 @@ def test_the_copied_curl_command_keeps_under_the_services_limit(
         assert f"PE_MAX_ELEMENTS ({limit:,})" in note, note
         assert f"rows 0 to {rows - 1:,}" in note, note
         assert command.startswith(f"curl --fail-with-body -o {file} ")
-        done = subprocess.run(["bash", "-c", copied], cwd=tmp_path, capture_output=True)
+        done = subprocess.run(
+            ["bash", "-c", copied], cwd=tmp_path, capture_output=True, timeout=WAIT
+        )
         assert done.returncode == 0, done.stderr
         saved = tmp_path / file
         arrays = np.load(saved, allow_pickle=False)
@@ -655,7 +660,7 @@ def test_the_audit_view_draws_llama_31s_audit(visit: Visit) -> None:
     cell = '#audit-table tr[data-path="bf16-positions"] td[data-name="1e-3"]'
     assert page.text_content(cell) == "257"  # bfloat16 holds the integers to 256
     assert "family=rotary" in page.url
-    with httpx.Client(base_url=visit.url, timeout=60) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         document = http.get(AUDIT, params=LLAMA_31_AUDIT).json()
     paths = document["paths"]
     assert page.locator("#audit-legend span").count() == len(paths)
@@ -701,7 +706,7 @@ def test_the_audit_view_audits_a_pasted_config(visit: Visit) -> None:
     page.fill("#audit-max_len", "8192")
     page.click("#audit-controls button[type=submit]")
     page.wait_for_selector('#audit-view[data-state="ready"][data-params="max_len=8192"]')
-    with httpx.Client(base_url=visit.url, timeout=60) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         document = http.post(f"{AUDIT}/from-config", params={"max_len": 8192}, json=config).json()
     cell = '#audit-table tr[data-path="library"] td[data-name="1e-3"]'
     expected = document["paths"][0]["first_over"]["1e-3"]
@@ -808,7 +813,7 @@ def test_the_compare_view_draws_two_engines_difference(visit: Visit) -> None:
     assert page.locator("#compare-legend span").count() == 2  # difference, angle drift
     tables = {name: json.loads(page.input_value(f"#compare-{name}")) for name in ("a", "b")}
     assert tables["b"]["parameters"] == {**tables["a"]["parameters"], "engine": "vllm"}
-    with httpx.Client(base_url=visit.url, timeout=60) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         body = {**tables, "start": 4096, "stop": 16384}
         document = http.post("/v1/compare", json=body).json()
     first = json.loads(visit.dataset("#compare-view")["firstOver"])
@@ -838,7 +843,7 @@ def test_swagger_ui_works_offline(visit: Visit) -> None:
     page = visit.page
     page.goto(visit.url + "/docs")
     page.wait_for_selector(".opblock")
-    spec = httpx.get(visit.url + "/openapi.json").json()
+    spec = httpx.get(visit.url + "/openapi.json", timeout=WAIT).json()
     operations = sum(len(methods) for methods in spec["paths"].values())
     assert page.locator(".opblock").count() == operations
     assert page.locator(".opblock-summary-path", has_text=TABLE).count() >= 1
@@ -876,7 +881,7 @@ def test_swagger_uis_try_it_out_of_every_post_is_answered(visit: Visit) -> None:
         # the answer's status, or at once the fields Swagger UI will not send blank
         status = block.locator(".live-responses-table tbody .response-col_status")
         blank = block.locator(".parameters .invalid")
-        status.or_(blank).first.wait_for(timeout=WAIT * 1000)
+        status.or_(blank).first.wait_for()
         statuses[operation] = "blank" if blank.count() else status.inner_text().strip()[:3]
         block.locator(".opblock-summary").click()  # folded again
     assert all(found.startswith("2") for found in statuses.values()), statuses
@@ -953,6 +958,7 @@ def _read_the_api(browser: Browser, api: str) -> dict[str, Any]:
     not intercepted: with interception, Playwright answers CORS preflights itself, and the
     service's own answers to them would go untested."""
     context = browser.new_context()
+    context.set_default_timeout(WAIT * 1000)
     requested: list[str] = []
     context.on("request", lambda request: requested.append(request.url))
     try:
@@ -969,7 +975,7 @@ def _read_the_api(browser: Browser, api: str) -> dict[str, Any]:
 
 def _preflights(api: str) -> dict[str, float]:
     """Preflights answered (204), by route."""
-    counted = requests_counted(httpx.get(api + "/metrics").text)
+    counted = requests_counted(httpx.get(api + "/metrics", timeout=WAIT).text)
     return {
         route: value
         for (method, route, status), value in counted.items()
@@ -983,7 +989,9 @@ def test_a_page_of_another_origin_reads_the_api(browser: Browser, url: str) -> N
     assert "error" not in found, found
     assert (found["status"], found["shape"], found["dtype"]) == (200, "6,4", "float32")
     table = np.array(found["values"], dtype=np.float32).reshape(6, 4)
-    expected = httpx.get(url + TABLE, params={"max_len": 6, "d_model": 4, "format": "npy"})
+    expected = httpx.get(
+        url + TABLE, params={"max_len": 6, "d_model": 4, "format": "npy"}, timeout=WAIT
+    )
     np.testing.assert_array_equal(table, load(expected))
     assert found["etag"].startswith('"')
     assert found["again"] == 304
