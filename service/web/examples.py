@@ -19,7 +19,7 @@ class Example(NamedTuple):
 
 
 # Llama 3.1 8B's config.json, the fields from-config and the audit read (and its dtype)
-_LLAMA_31: Final = {
+_LLAMA_31: Final[dict[str, Any]] = {
     "model_type": "llama",
     "hidden_size": 4096,
     "num_attention_heads": 32,
@@ -36,7 +36,7 @@ _LLAMA_31: Final = {
     "torch_dtype": "bfloat16",
 }
 # Llama 4 Scout's config.json: its text model's attention temperature and RoPE
-_SCOUT: Final = {
+_SCOUT: Final[dict[str, Any]] = {
     "model_type": "llama4",
     "text_config": {
         "model_type": "llama4_text",
@@ -58,7 +58,7 @@ _SCOUT: Final = {
 }
 # transformers' dynamic NTK scaling against vLLM's, past the trained context (the
 # explorer's compare view and docs/http-api.md show the same)
-_DYNAMIC: Final = {
+_DYNAMIC: Final[dict[str, Any]] = {
     "family": "rotary",
     "parameters": {
         "head_dim": 64,
