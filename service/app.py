@@ -23,7 +23,7 @@ from service.runtime import Runtime
 from service.server import supervision
 from service.server.edge import Edge
 from service.settings import Settings, from_environment
-from service.web import problems
+from service.web import examples, problems
 from service.web.declared import Declared
 from service.web.deps import single_valued
 from service.web.families import readers, router
@@ -56,6 +56,10 @@ class ServiceApp(FastAPI):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.front(scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI document, each posted body with an example that works as it stands."""
+        return examples.with_examples(super().openapi())
 
 
 def create_app(

@@ -10,7 +10,7 @@ import pytest
 
 from service.app import create_app
 from service.settings import Settings
-from tests.support import SMALL, SMALL_LIMITS, in_process, running
+from tests.support import SMALL, SMALL_LIMITS, WAIT, in_process, running
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,7 @@ def small_live_url() -> Iterator[str]:
 def client(kind: str, url: str, settings: Settings) -> Iterator[httpx.Client]:
     """httpx to the real server at ``url``, or to the app built from ``settings`` in process."""
     if kind == "live":
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with httpx.Client(base_url=url, timeout=WAIT) as http:
             yield http
     else:
         with in_process(create_app(settings)) as http:

@@ -31,6 +31,7 @@ from tests.support import (
     HEATMAP,
     ROOT,
     TABLE,
+    WAIT,
     cache_stats,
     in_process,
     read_to_close,
@@ -375,7 +376,7 @@ def bare_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def _exchange(url: str, request: bytes) -> tuple[int, dict[str, Any]]:
     """Send ``request`` on a connection of its own, and read the answer until it closes."""
     host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
         sock.sendall(request)
         answer = read_to_close(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
@@ -384,7 +385,7 @@ def _exchange(url: str, request: bytes) -> tuple[int, dict[str, Any]]:
 
 
 def _get(url: str, target: str) -> tuple[int, dict[str, Any]]:
-    response = httpx.get(url + target, timeout=10)
+    response = httpx.get(url + target, timeout=WAIT)
     assert response.headers["content-type"] == "application/problem+json"
     return response.status_code, response.json()
 

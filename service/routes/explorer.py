@@ -1,6 +1,8 @@
 """The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi; one
 for the audit and compare views) that draws tables in the browser from the raw endpoints, and
-audits and comparisons from their JSON answers. Nothing is fetched from another host."""
+audits and comparisons from their JSON answers. Nothing is fetched from another host. The
+page carries the service's ``PE_MAX_ELEMENTS``, so that the curl commands it offers are
+ones the service answers."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Final
 from fastapi import APIRouter, HTTPException, Request, Response
 
 from service.web.conditional import strong_etag
+from service.web.deps import RuntimeDep
 from service.web.responses import not_modified
 
 FILES: Final = Path(__file__).parent / "explorer_files"
@@ -27,17 +30,24 @@ _PAGE_POLICY: Final = (
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
+# where the page is told the limit on an answer's elements
+_LIMIT_SLOT: Final = b'<meta name="pe-max-elements" content="">'
+
 router = APIRouter()
 
 
 @functools.cache
-def _asset(name: str) -> tuple[bytes, str]:
+def _asset(name: str, max_elements: int | None = None) -> tuple[bytes, str]:
     body = (FILES / name).read_bytes()
+    if max_elements is not None:
+        body = body.replace(_LIMIT_SLOT, _LIMIT_SLOT.replace(b'""', b'"%d"' % max_elements))
     return body, strong_etag(body)
 
 
-def _static(request: Request, name: str, media_type: str, **headers: str) -> Response:
-    body, etag = _asset(name)
+def _static(
+    request: Request, name: str, media_type: str, max_elements: int | None = None, **headers: str
+) -> Response:
+    body, etag = _asset(name, max_elements)
     headers = {"etag": etag, "cache-control": "no-cache", **headers}
     unchanged = not_modified(request, headers)
     if unchanged is not None:
@@ -46,12 +56,13 @@ def _static(request: Request, name: str, media_type: str, **headers: str) -> Res
 
 
 @router.get("/", include_in_schema=False)
-async def explorer(request: Request) -> Response:
-    """The explorer page."""
+async def explorer(request: Request, runtime: RuntimeDep) -> Response:
+    """The explorer page, with this service's ``PE_MAX_ELEMENTS``."""
     return _static(
         request,
         "index.html",
         "text/html; charset=utf-8",
+        runtime.limits.elements.value,
         **{"content-security-policy": _PAGE_POLICY},
     )
 

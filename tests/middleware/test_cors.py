@@ -19,6 +19,7 @@ from tests.support import (
     NPY,
     PROBLEM,
     TABLE,
+    WAIT,
     assert_problem,
     cache_stats,
     in_process,
@@ -292,7 +293,7 @@ def test_the_exposed_headers_are_those_clients_read() -> None:
 def test_a_request_refused_before_the_app_is_readable_too(live_url: str) -> None:
     """The HTTP protocol's own problems (a target too long: 414) carry CORS too."""
     host, port = live_url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
         sock.sendall(
             b"GET /"
             + b"a" * (9 << 10)

@@ -24,6 +24,7 @@ from tests.support import (
     PROBLEM,
     RAW,
     TABLE,
+    WAIT,
     assert_problem,
     cache_stats,
     in_process,
@@ -275,7 +276,7 @@ def _exchange(sock: socket.socket, request: bytes) -> tuple[str, bytes]:
             rest += chunk
     except TimeoutError:
         pass
-    sock.settimeout(10)
+    sock.settimeout(WAIT)
     return head.decode("latin-1"), rest
 
 
@@ -285,7 +286,7 @@ def test_a_head_sends_no_body_and_keeps_the_connection(live_url: str, max_len: i
     whole (a small table, replayed; a 16 MiB one, sent in pieces)."""
     host, port = live_url.removeprefix("http://").split(":")
     target = f"{TABLE}?max_len={max_len}&d_model=1024&format=raw".encode()
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
         for method in (b"HEAD", b"GET", b"HEAD", b"HEAD", b"GET"):
             head, rest = _exchange(sock, method + b" " + target + b" HTTP/1.1\r\nHost: t\r\n\r\n")
             assert head.startswith("HTTP/1.1 200"), head
@@ -307,7 +308,7 @@ def test_curl_head(live_url: str) -> None:
     curl = shutil.which("curl")
     assert curl, "curl is needed (bash .ci/run installs it)"
     url = f"{live_url}{TABLE}?max_len=3&d_model=8&format=raw"
-    done = subprocess.run([curl, "-sS", "-I", url], capture_output=True, check=True, timeout=30)
+    done = subprocess.run([curl, "-sS", "-I", url], capture_output=True, check=True, timeout=WAIT)
     text = done.stdout.decode()
     assert text.endswith("\r\n\r\n")  # the head, and no body after it
     status, *lines = text.strip().split("\r\n")
@@ -317,6 +318,6 @@ def test_curl_head(live_url: str) -> None:
     assert headers["content-type"] == RAW
     assert headers["x-shape"] == "3,8"
     assert headers["x-dtype"] == "float32"
-    assert headers["etag"] == httpx.get(url).headers["etag"]
+    assert headers["etag"] == httpx.get(url, timeout=WAIT).headers["etag"]
     assert headers["cache-control"] == "public, max-age=31536000, immutable"
     assert done.stderr == b""

@@ -26,6 +26,7 @@ from tests.support import (
     ROOT,
     ROTARY_APPLY,
     TABLE,
+    WAIT,
     cache_stats,
     free_port,
     npy_bytes,
@@ -234,7 +235,7 @@ def test_every_line_of_a_json_logging_process_is_json(tmp_path: Path) -> None:
             [sys.executable, "-m", "service"], env=env, cwd=ROOT, stdout=stdout, stderr=stderr
         )
         try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
                 deadline = time.monotonic() + 30
                 while True:
                     try:

@@ -6,15 +6,20 @@ import html
 import json
 import math
 import re
+import shutil
+import subprocess
 from html.parser import HTMLParser
+from typing import Any, Final
 
 import httpx
 import numpy as np
 import pytest
 
+from service.audit import paths
 from service.encodings import alibi, registry, rotary, scalings
 from service.encodings.catalogue import PRESETS
-from tests.support import assert_problem, load
+from service.routes.explorer import FILES
+from tests.support import SMALL_LIMITS, assert_problem, load
 
 ROTARY = "/v1/encodings/rotary"
 SCRIPTS = ["explorer.js", "rope.js", "alibi.js", "audit.js"]
@@ -238,6 +243,21 @@ def test_the_compare_views_defaults_are_taken(api: httpx.Client) -> None:
     assert all("max_angle_drift" in band for band in document["bands"])
 
 
+def test_the_audit_view_says_which_path_a_bf16_model_follows(api: httpx.Client) -> None:
+    """transformers computes a bfloat16 model's RoPE table in float32 and casts cos and sin
+    to bfloat16 (LlamaRotaryEmbedding.forward: cos.to(x.dtype)): the page names that path,
+    bf16-table, and only paths the rotary audit has."""
+    found = re.search(r'<p id="audit-bf16" class="hint">(.*?)</p>', api.get("/").text, re.S)
+    assert found, "no note"
+    note = " ".join(found[1].split())
+    assert "the <code>bf16-table</code> path" in note
+    assert "<code>cos.to(x.dtype)</code>" in note
+    named = set(re.findall(r"<code>([a-z0-9]+-[a-z0-9-]+)</code>", note))
+    assert named <= {path.name for path in paths.COMMON + paths.ROTARY}, named
+    (table,) = [path for path in paths.COMMON if path.name == "bf16-table"]
+    assert "cos.to(x.dtype)" in table.description  # the path as the service describes it
+
+
 def _page_query(page: _Controls, scaling: str) -> dict[str, str]:
     """The query the RoPE view sends for ``scaling`` with the page's own defaults: the basic
     controls, and the non-blank parameters the scaling takes (blank ones filled by
@@ -317,3 +337,101 @@ def test_the_alibi_views_defaults_and_readings_hold_for_every_form(
     # the last query sees every key; in every form its bias grows by the slope per key
     steps = np.diff(bias[:, -1, :].astype(np.float64), axis=1)
     np.testing.assert_allclose(steps, np.repeat(m[:, None], max_len - 1, axis=1), rtol=1e-6)
+
+
+def test_the_page_carries_the_services_element_limit(small_api: httpx.Client) -> None:
+    """The page says the PE_MAX_ELEMENTS it was served with, for its curl commands."""
+    page = small_api.get("/")
+    limit = SMALL_LIMITS["max_elements"]
+    assert f'<meta name="pe-max-elements" content="{limit}">' in page.text
+    assert small_api.get("/", headers={"if-none-match": page.headers["etag"]}).status_code == 304
+
+
+# explorer.js in Node, with the little of a page it reads as it loads: the <meta> of the limit
+_CURL: Final = """
+const fs = require("node:fs");
+const vm = require("node:vm");
+const { source, limit, cases } = JSON.parse(fs.readFileSync(0, "utf8"));
+const meta = { content: limit };
+const page = {
+  location: { origin: "http://127.0.0.1:8000", search: "" },
+  document: {
+    querySelector: (selector) => (selector === 'meta[name="pe-max-elements"]' ? meta : null),
+    addEventListener() {},
+  },
+  URLSearchParams,
+};
+page.window = page;
+vm.createContext(page);
+vm.runInContext(source, page);
+const address = (range) => `/t?${new URLSearchParams(range || {})}`;
+const made = cases.map(([start, stop, width]) =>
+  page.explorer.curlCommand({ address, file: "t.npy", start, stop, width }));
+process.stdout.write(JSON.stringify(made));
+"""
+
+
+def curl_commands(limit: str, *cases: tuple[int, int, int]) -> list[dict[str, str]]:
+    """explorer.js's ``curlCommand`` for answers of rows ``start .. stop-1`` of ``width``
+    numbers, the page served with PE_MAX_ELEMENTS ``limit`` ("" for none said)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is missing: apt-get install nodejs (bash .ci/run does)")
+    source = (FILES / "explorer.js").read_text()
+    given = json.dumps({"source": source, "limit": limit, "cases": cases})
+    done = subprocess.run(
+        [node, "-e", _CURL], input=given, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    made: list[dict[str, str]] = json.loads(done.stdout)
+    return made
+
+
+ORIGIN: Final = "http://127.0.0.1:8000"
+
+
+def _sent(command: str) -> tuple[str, dict[str, Any]]:
+    """The curl command's flags and file, and the query of the address it asks."""
+    match = re.fullmatch(rf"curl --fail-with-body -o t\.npy '{ORIGIN}/t\?([^']*)'", command)
+    assert match, command
+    return command, {k: int(v) for k, v in (p.split("=") for p in match[1].split("&") if p)}
+
+
+def test_a_curl_command_within_the_limit_asks_for_the_whole_answer() -> None:
+    """--fail-with-body: a refusal is curl's error (exit 22), not a file that looks saved."""
+    (within,) = curl_commands(str(1 << 26), (0, 2048, 512))
+    assert _sent(within["command"])[1] == {}
+    assert within["url"] == "/t?"
+    (unknown,) = curl_commands("", (0, 1 << 20, 1 << 20))  # no limit said: the whole
+    assert _sent(unknown["command"])[1] == {}
+
+
+@pytest.mark.parametrize(
+    ("start", "stop", "width", "rows"),
+    [
+        pytest.param(0, 131072, 4096, 16384, id="131072x4096"),
+        pytest.param(100, 100_000, 1000, 67108, id="from-100"),
+    ],
+)
+def test_a_curl_command_over_the_limit_asks_for_the_rows_it_allows_and_says_so(
+    start: int, stop: int, width: int, rows: int
+) -> None:
+    """A 131,072 × 4,096 table is over the default PE_MAX_ELEMENTS (2^26): the command asks
+    for as many of its first rows as the limit allows, after a comment that says so."""
+    limit = 1 << 26
+    (over,) = curl_commands(str(limit), (start, stop, width))
+    note, command = over["command"].split("\n")
+    assert note.startswith("#")
+    assert f"{(stop - start) * width:,} numbers" in note
+    assert f"PE_MAX_ELEMENTS ({limit:,})" in note
+    assert f"rows {start:,} to {start + rows - 1:,}" in note
+    assert _sent(command)[1] == {"start": start, "stop": start + rows}
+    assert rows * width <= limit < (rows + 1) * width
+    assert over["url"] == f"/t?start={start}&stop={start + rows}"
+
+
+def test_no_curl_command_when_one_row_is_over_the_limit() -> None:
+    (none,) = curl_commands("1000", (0, 10, 1001))
+    assert none["command"].startswith("# none: one row is 1,001 numbers")
+    assert "curl" not in none["command"]
+    assert none["url"] == ""

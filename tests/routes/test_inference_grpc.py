@@ -37,6 +37,7 @@ from tests.support import (
     ROOT,
     ROTARY_APPLY,
     TABLE,
+    WAIT,
     free_port,
     load,
     npy_bytes,
@@ -90,7 +91,7 @@ def stub(live: tuple[str, str]) -> Iterator[Any]:
 
 @pytest.fixture
 def http(live: tuple[str, str]) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live[0], timeout=60) as client:
+    with httpx.Client(base_url=live[0], timeout=WAIT) as client:
         yield client
 
 

@@ -13,7 +13,7 @@ import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from tests.support import APPLY, DATATYPES, ROTARY_APPLY, TABLE, load, npy_bytes, npz_bytes
+from tests.support import APPLY, DATATYPES, ROTARY_APPLY, TABLE, WAIT, load, npy_bytes, npz_bytes
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def server(live_url: str) -> Iterator[triton.InferenceServerClient]:
 
 @pytest.fixture
 def http(live_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live_url, timeout=60) as client:
+    with httpx.Client(base_url=live_url, timeout=WAIT) as client:
         yield client
 
 

@@ -31,6 +31,7 @@ from tests.support import (
     FLAGS,
     ROOT,
     TABLE,
+    WAIT,
     load,
     npy_bytes,
     requests_counted,
@@ -120,6 +121,7 @@ def visiting(browser: Browser, url: str) -> Iterator[Visit]:
         viewport={"width": 1200, "height": 1400},
         permissions=["clipboard-read", "clipboard-write"],
     )
+    context.set_default_timeout(WAIT * 1000)  # Playwright's 30 s: a loaded machine passes it
     page = context.new_page()
     seen = Visit(page, url)
     origin = urlsplit(url).netloc
@@ -190,7 +192,7 @@ def test_the_explorer_draws_the_table_three_ways(visit: Visit, tmp_path: Path) -
     page.wait_for_function("() => document.getElementById('similarity').position === 700")
     assert visit.distinct_colours("similarity") > 10
 
-    with httpx.Client(base_url=visit.url, timeout=30) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         # the heatmap's corners are the table's corners; every value shown is the API's
         assert visit.hover("heatmap", 0, 0) | {"value": ""} == {
             "view": "heatmap",
@@ -235,7 +237,9 @@ def test_the_explorer_draws_the_table_three_ways(visit: Visit, tmp_path: Path) -
         assert copied == page.text_content("#curl")
         assert copied.startswith("curl ")
         assert shutil.which("curl"), "curl is needed to run the copied command"
-        subprocess.run(shlex.split(copied), cwd=tmp_path, check=True, capture_output=True)
+        subprocess.run(
+            shlex.split(copied), cwd=tmp_path, check=True, capture_output=True, timeout=WAIT
+        )
         fetched = np.load(tmp_path / "pe.npy", allow_pickle=False)
         np.testing.assert_array_equal(fetched, table.astype(np.float32))
 
@@ -323,7 +327,7 @@ def test_the_explorer_draws_a_presets_table(visit: Visit) -> None:
     assert page.is_disabled("#layout")
     assert page.is_enabled("#rounding")
     assert "preset=tensor2tensor" in page.url
-    with httpx.Client(base_url=visit.url, timeout=30) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         query: dict[str, str | int] = {
             "max_len": 64,
             "d_model": 16,
@@ -438,7 +442,7 @@ def test_the_sinusoidal_view_draws_a_long_table_from_every_step_th_position(
     # the position asked for is the nearest drawn
     assert page.eval_on_selector("#similarity", "c => c.position") == round(70000 / step) * step
     assert page.input_value("#position") == str(round(70000 / step) * step)
-    with httpx.Client(base_url=visit.url, timeout=30) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         for fx, fy in [(0, 0), (0.5, 0.5), (0.13, 0.77), (1, 1)]:
             shown = visit.hover("heatmap", fx, fy)
             position, dimension = int(shown["position"]), int(shown["dimension"])
@@ -479,7 +483,7 @@ def test_the_rope_view_draws_llama_31_at_its_context_and_past_it(
     assert sorted(q["scaling"] for q in first) == ["llama3", "none"]  # the wavelengths
     _one_row_each([q for q in asked if q not in first], max_len, step)
     query: dict[str, str | int] = {**LLAMA_31, "max_len": max_len, "head_dim": 128}
-    with httpx.Client(base_url=visit.url, timeout=30) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         for fx, fy in [(0, 0), (0.31, 0.93), (0.77, 0.5), (1, 1)]:
             shown = visit.hover("rope-angles", fx, fy)
             position, pair = int(shown["position"]), int(shown["pair"])
@@ -534,7 +538,7 @@ def test_the_alibi_view_draws_a_long_bias_from_its_last_row(visit: Visit, max_le
     query, key = int(shown["query"]), int(shown["key"])
     assert (query % step, key % step) == (0, 0)
     assert key <= query  # not masked
-    with httpx.Client(base_url=visit.url, timeout=60) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         row: dict[str, str | int] = {
             "num_heads": 8,
             "max_len": max_len,
@@ -560,7 +564,7 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
         slices = [q for q in _requested(visit, TABLE) if "start" in q]
         assert sum(int(q["stop"]) - int(q["start"]) for q in slices) == 2048
         assert all((int(q["stop"]) - int(q["start"])) * 512 <= limit for q in slices)
-        with httpx.Client(base_url=small, timeout=30) as http:
+        with httpx.Client(base_url=small, timeout=WAIT) as http:
             for fx, fy in [(0.2, 0.3), (0.9, 0.95)]:
                 shown = visit.hover("heatmap", fx, fy)
                 position, dimension = int(shown["position"]), int(shown["dimension"])
@@ -573,7 +577,7 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
         page.goto(f"{small}/?view=alibi&max_len=256")
         page.wait_for_selector('#alibi-view[data-state="ready"]')
         _sampled(visit, "alibi-", "Every entry of 256 × 256, read from the last query row")
-        with httpx.Client(base_url=small, timeout=30) as http:
+        with httpx.Client(base_url=small, timeout=WAIT) as http:
             shown = visit.hover("alibi-bias", 0.4, 0.7)
             query, key = int(shown["query"]), int(shown["key"])
             row = {"num_heads": 8, "max_len": 256, "start": query, "stop": query + 1}
@@ -581,6 +585,62 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
             assert np.float32(shown["value"]) == bias[0, 0, key]
         assert visit.off_host == []
         # the browser reports the refused whole requests itself; nothing else went wrong
+        assert all("422" in error for error in visit.errors), visit.errors
+
+
+# each view with a table over PE_MAX_ELEMENTS = 100,000, its curl command's file, the rows
+# the limit allows of it, and the shape saved: sinusoidal 2048 × 512, RoPE 2048 × (64 cos, 64
+# sin), ALiBi 8 heads × 256 queries × 256 keys
+_OVER: Final = [
+    pytest.param("/?max_len=2048&d_model=512", "", "pe.npy", 195, (195, 512), id="sinusoidal"),
+    pytest.param(
+        "/?view=rope&max_len=2048&head_dim=64", "rope-", "rope.npz", 781, (781, 64), id="rope"
+    ),
+    pytest.param("/?view=alibi&max_len=256", "alibi-", "alibi.npy", 48, (8, 48, 256), id="alibi"),
+]
+
+
+@pytest.mark.parametrize(("address", "prefix", "file", "rows", "shape"), _OVER)
+def test_the_copied_curl_command_keeps_under_the_services_limit(
+    browser: Browser,
+    tmp_path: Path,
+    address: str,
+    prefix: str,
+    file: str,
+    rows: int,
+    shape: tuple[int, ...],
+) -> None:
+    """A table the service refuses whole: the curl command copied asks for the first rows
+    the limit allows and says so in a comment; run as copied, it saves those rows (curl
+    --fail-with-body: a refusal would be curl's error, not a file that looks saved)."""
+    limit = 100_000
+    with running({"PE_MAX_ELEMENTS": str(limit)}) as small, visiting(browser, small) as visit:
+        page = visit.page
+        page.goto(small + address)
+        view = f"#{prefix}view" if prefix else "body"
+        page.wait_for_selector(f'{view}[data-state="ready"]')
+        page.click(f"#{prefix}copy-curl")
+        copied = page.evaluate("navigator.clipboard.readText()")
+        assert copied == page.text_content(f"#{prefix}curl")
+        note, command = copied.split("\n")
+        assert note.startswith("# "), note
+        assert f"PE_MAX_ELEMENTS ({limit:,})" in note, note
+        assert f"rows 0 to {rows - 1:,}" in note, note
+        assert command.startswith(f"curl --fail-with-body -o {file} ")
+        done = subprocess.run(
+            ["bash", "-c", copied], cwd=tmp_path, capture_output=True, timeout=WAIT
+        )
+        assert done.returncode == 0, done.stderr
+        saved = tmp_path / file
+        arrays = np.load(saved, allow_pickle=False)
+        first = arrays["cos"] if file.endswith(".npz") else arrays
+        assert first.shape == shape
+        href = page.get_attribute(f"#{prefix}copy-curl", "href")
+        assert href is not None
+        assert f"start=0&stop={rows}" in href
+        with httpx.Client(base_url=small, timeout=WAIT) as http:
+            assert http.get(href).content == saved.read_bytes()  # the link: the same rows
+        assert visit.off_host == []
         assert all("422" in error for error in visit.errors), visit.errors
 
 
@@ -600,7 +660,7 @@ def test_the_audit_view_draws_llama_31s_audit(visit: Visit) -> None:
     cell = '#audit-table tr[data-path="bf16-positions"] td[data-name="1e-3"]'
     assert page.text_content(cell) == "257"  # bfloat16 holds the integers to 256
     assert "family=rotary" in page.url
-    with httpx.Client(base_url=visit.url, timeout=60) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         document = http.get(AUDIT, params=LLAMA_31_AUDIT).json()
     paths = document["paths"]
     assert page.locator("#audit-legend span").count() == len(paths)
@@ -646,7 +706,7 @@ def test_the_audit_view_audits_a_pasted_config(visit: Visit) -> None:
     page.fill("#audit-max_len", "8192")
     page.click("#audit-controls button[type=submit]")
     page.wait_for_selector('#audit-view[data-state="ready"][data-params="max_len=8192"]')
-    with httpx.Client(base_url=visit.url, timeout=60) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         document = http.post(f"{AUDIT}/from-config", params={"max_len": 8192}, json=config).json()
     cell = '#audit-table tr[data-path="library"] td[data-name="1e-3"]'
     expected = document["paths"][0]["first_over"]["1e-3"]
@@ -674,6 +734,75 @@ def test_the_audit_view_shows_the_services_problems(visit: Visit) -> None:
     assert all("422" in error for error in visit.errors), visit.errors
 
 
+def _colour_pixels(visit: Visit, canvas: str, colour: str) -> int:
+    """How many pixels of ``canvas`` are ``colour`` (#rrggbb), within anti-aliasing's reach."""
+    return visit.page.eval_on_selector(  # type: ignore[no-any-return]
+        f"#{canvas}",
+        """(c, hex) => {
+             const want = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+             const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+             let found = 0;
+             for (let i = 0; i < d.length; i += 4) {
+               const near = want.every((v, k) => Math.abs(d[i + k] - v) <= 24);
+               if (near && d[i + 3] > 200) found += 1;
+             }
+             return found; }""",
+        colour,
+    )
+
+
+def test_every_path_of_the_audit_shows(visit: Visit) -> None:
+    """Llama 3.1's audit: float32-positions has library's error at every band (and bf16- and
+    fp16-positions to 256 and 2048): each path's line still shows on the chart, and the view
+    says which path a model loaded in bfloat16 by transformers follows."""
+    page = visit.page
+    page.goto(visit.url + "/?view=audit")
+    page.wait_for_selector('#audit-view[data-state="ready"]')
+    drawn = page.eval_on_selector("#audit-plot", "c => c.series.map((s) => [s.name, s.color])")
+    assert page.locator("#audit-legend span").all_text_contents() == [name for name, _ in drawn]
+    hidden = [name for name, colour in drawn if _colour_pixels(visit, "audit-plot", colour) < 10]
+    assert hidden == [], hidden
+    assert page.is_visible("#audit-bf16")
+    assert "the bf16-table path" in " ".join((page.text_content("#audit-bf16") or "").split())
+    page.select_option("#audit-family", "sinusoidal")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-family="sinusoidal"]')
+    assert page.is_hidden("#audit-bf16")  # a RoPE table's note
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+@pytest.mark.parametrize(
+    ("view", "refused"),
+    [
+        pytest.param("audit", ("#audit-max_len", "0"), id="audit"),
+        pytest.param("compare", ("#compare-stop", "1"), id="compare"),
+    ],
+)
+def test_a_refusal_takes_the_earlier_chart_down(
+    visit: Visit, view: str, refused: tuple[str, str]
+) -> None:
+    """After a request the service refuses, the view shows the problem, and none of what
+    the earlier answer drew: its chart, legend and readings are gone."""
+    page = visit.page
+    page.goto(f"{visit.url}/?view={view}")
+    page.wait_for_selector(f'#{view}-view[data-state="ready"]')
+    assert visit.distinct_colours(f"{view}-plot") > 3
+    assert page.locator(f"#{view}-legend span").count() > 0
+    control, value = refused
+    page.fill(control, value)
+    page.click(f"#{view}-controls button[type=submit]")
+    page.wait_for_selector(f'#{view}-view[data-state="error"]')
+    assert page.is_visible(f"#{view}-problem")
+    assert visit.distinct_colours(f"{view}-plot") == 1  # blank
+    assert page.locator(f"#{view}-legend span").count() == 0
+    readings = "#audit-firsts tr" if view == "audit" else "#compare-first"
+    assert all(not text.strip() for text in page.locator(readings).all_text_contents())
+    visit.hover(f"{view}-plot", 0.5, 0.5)
+    assert page.is_hidden("#readout")  # nothing to read
+    assert visit.off_host == []
+    assert all("422" in error for error in visit.errors), visit.errors
+
+
 def test_the_compare_view_draws_two_engines_difference(visit: Visit) -> None:
     """transformers' dynamic scaling against vLLM's: the largest difference and angle drift
     per band, and where the difference first passes each threshold, as the service says."""
@@ -684,7 +813,7 @@ def test_the_compare_view_draws_two_engines_difference(visit: Visit) -> None:
     assert page.locator("#compare-legend span").count() == 2  # difference, angle drift
     tables = {name: json.loads(page.input_value(f"#compare-{name}")) for name in ("a", "b")}
     assert tables["b"]["parameters"] == {**tables["a"]["parameters"], "engine": "vllm"}
-    with httpx.Client(base_url=visit.url, timeout=60) as http:
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
         body = {**tables, "start": 4096, "stop": 16384}
         document = http.post("/v1/compare", json=body).json()
     first = json.loads(visit.dataset("#compare-view")["firstOver"])
@@ -714,7 +843,7 @@ def test_swagger_ui_works_offline(visit: Visit) -> None:
     page = visit.page
     page.goto(visit.url + "/docs")
     page.wait_for_selector(".opblock")
-    spec = httpx.get(visit.url + "/openapi.json").json()
+    spec = httpx.get(visit.url + "/openapi.json", timeout=WAIT).json()
     operations = sum(len(methods) for methods in spec["paths"].values())
     assert page.locator(".opblock").count() == operations
     assert page.locator(".opblock-summary-path", has_text=TABLE).count() >= 1
@@ -728,6 +857,34 @@ def test_swagger_ui_works_offline(visit: Visit) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "docs.png"))
     assert any(urlsplit(u).path == "/docs/assets/swagger-ui-bundle.js" for u in visit.requests)
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+def test_swagger_uis_try_it_out_of_every_post_is_answered(visit: Visit) -> None:
+    """In /docs, each POST's "Try it out" run as Swagger UI pre-fills it (its example body,
+    the parameters it fills) is answered with a 2xx."""
+    page = visit.page
+    page.goto(visit.url + "/docs")
+    page.wait_for_selector(".opblock")
+    with httpx.Client(timeout=WAIT) as http:
+        spec = http.get(visit.url + "/openapi.json").json()
+    posts = [
+        op["operationId"] for ops in spec["paths"].values() for m, op in ops.items() if m == "post"
+    ]
+    statuses = {}
+    for operation in posts:
+        block = page.locator(f'.opblock[id$="-{operation}"]')
+        block.locator(".opblock-summary").click()
+        block.locator("button.try-out__btn").click()
+        block.locator("button.execute").click()
+        # the answer's status, or at once the fields Swagger UI will not send blank
+        status = block.locator(".live-responses-table tbody .response-col_status")
+        blank = block.locator(".parameters .invalid")
+        status.or_(blank).first.wait_for()
+        statuses[operation] = "blank" if blank.count() else status.inner_text().strip()[:3]
+        block.locator(".opblock-summary").click()  # folded again
+    assert all(found.startswith("2") for found in statuses.values()), statuses
     assert visit.off_host == []
     assert visit.errors == []
 
@@ -801,6 +958,7 @@ def _read_the_api(browser: Browser, api: str) -> dict[str, Any]:
     not intercepted: with interception, Playwright answers CORS preflights itself, and the
     service's own answers to them would go untested."""
     context = browser.new_context()
+    context.set_default_timeout(WAIT * 1000)
     requested: list[str] = []
     context.on("request", lambda request: requested.append(request.url))
     try:
@@ -817,7 +975,7 @@ def _read_the_api(browser: Browser, api: str) -> dict[str, Any]:
 
 def _preflights(api: str) -> dict[str, float]:
     """Preflights answered (204), by route."""
-    counted = requests_counted(httpx.get(api + "/metrics").text)
+    counted = requests_counted(httpx.get(api + "/metrics", timeout=WAIT).text)
     return {
         route: value
         for (method, route, status), value in counted.items()
@@ -831,7 +989,9 @@ def test_a_page_of_another_origin_reads_the_api(browser: Browser, url: str) -> N
     assert "error" not in found, found
     assert (found["status"], found["shape"], found["dtype"]) == (200, "6,4", "float32")
     table = np.array(found["values"], dtype=np.float32).reshape(6, 4)
-    expected = httpx.get(url + TABLE, params={"max_len": 6, "d_model": 4, "format": "npy"})
+    expected = httpx.get(
+        url + TABLE, params={"max_len": 6, "d_model": 4, "format": "npy"}, timeout=WAIT
+    )
     np.testing.assert_array_equal(table, load(expected))
     assert found["etag"].startswith('"')
     assert found["again"] == 304

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import APPLY, PROBLEM, npy_bytes, read_to_close, rss_mib, serving
+from tests.support import APPLY, PROBLEM, WAIT, npy_bytes, read_to_close, rss_mib, serving
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +67,7 @@ def problem_in(answer: bytes, status: int) -> dict[str, Any]:
 
 
 def metric(url: str, name: str, **labels: str) -> float:
-    for family in text_string_to_metric_families(httpx.get(url + "/metrics").text):
+    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=WAIT).text):
         for sample in family.samples:
             if sample.name == name and sample.labels == labels:
                 return float(sample.value)
@@ -221,7 +221,7 @@ def test_a_body_answered_before_it_is_read_does_not_hold_the_connection(
 def test_a_client_still_sending_gets_the_early_answer(quick: tuple[str, Path]) -> None:
     """A body refused unread (415) that the client sends in full: it reads the answer, not
     a reset, and its next request goes out on a new connection."""
-    with httpx.Client(base_url=quick[0], timeout=10) as http:
+    with httpx.Client(base_url=quick[0], timeout=WAIT) as http:
         refused = http.post(APPLY, content=b"x" * (16 << 20), headers={"content-type": "text/csv"})
         assert refused.status_code == 415
         assert http.get("/healthz").status_code == 200

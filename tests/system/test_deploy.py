@@ -19,7 +19,7 @@ import yaml
 
 from service.app import create_app
 from service.settings import Settings
-from tests.support import HEATMAP, ROOT, SIMILARITY, TABLE, running
+from tests.support import HEATMAP, ROOT, SIMILARITY, TABLE, WAIT, running
 
 pytestmark = pytest.mark.slow
 
@@ -199,7 +199,9 @@ def test_the_images_install_and_start_steps_work(image_venv: Path) -> None:
         )
         assert probe.returncode == 0, probe.stderr
         # the image has the plots extra: it draws pictures
-        picture = httpx.get(f"{url}/v1/encodings/sinusoidal/heatmap.png?max_len=8&d_model=8")
+        picture = httpx.get(
+            f"{url}/v1/encodings/sinusoidal/heatmap.png?max_len=8&d_model=8", timeout=WAIT
+        )
         assert picture.status_code == 200
         assert picture.headers["content-type"] == "image/png"
     dead = subprocess.run(
@@ -241,7 +243,11 @@ def test_the_readmes_run_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
     # the same main as `python -m service` there, with nothing of this checkout on the path
     started = [str(copy / ".venv" / "bin" / "pe-service")]
     with running({"PE_HOST": "127.0.0.1"}, command=started) as url:
-        table = httpx.get(f"{url}/v1/encodings/sinusoidal?max_len=4&d_model=4&format=npy")
+        table = httpx.get(
+            f"{url}/v1/encodings/sinusoidal?max_len=4&d_model=4&format=npy", timeout=WAIT
+        )
         assert table.status_code == 200
-        picture = httpx.get(f"{url}/v1/encodings/sinusoidal/heatmap.png?max_len=8&d_model=8")
+        picture = httpx.get(
+            f"{url}/v1/encodings/sinusoidal/heatmap.png?max_len=8&d_model=8", timeout=WAIT
+        )
         assert picture.headers["content-type"] == "image/png"

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from tests.support import serving
+from tests.support import WAIT, serving
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def test_sigterm_during_load_lets_every_in_flight_request_finish() -> None:
     with serving({"PE_CACHE_BYTES": str(64 << 20)}) as (url, process):
 
         def client(worker: int) -> None:
-            with httpx.Client(base_url=url, timeout=30) as http:
+            with httpx.Client(base_url=url, timeout=WAIT) as http:
                 for i in range(1000):
                     if stop.is_set():
                         return

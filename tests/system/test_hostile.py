@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from service.server.protocol import MAX_HEAD_BYTES, MAX_TARGET_BYTES
-from tests.support import read_to_close, rss_mib, running, serving
+from tests.support import WAIT, read_to_close, rss_mib, running, serving
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def trickle(sock: socket.socket, size: int) -> int:
 
 def test_a_huge_request_target_is_refused_with_414(url: str) -> None:
     query = "max_len=4&d_model=4&" + "x" * (MAX_TARGET_BYTES + 10)
-    response = httpx.get(f"{url}{TABLE}?{query}")
+    response = httpx.get(f"{url}{TABLE}?{query}", timeout=WAIT)
     assert response.status_code == 414
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["status"] == 414
@@ -75,7 +75,7 @@ def test_a_huge_head_sent_at_once_is_refused_with_431(url: str) -> None:
 
 def test_a_large_but_allowed_head_is_served(url: str) -> None:
     headers = {f"x-h{i}": "v" * 100 for i in range(100)}  # 10 kB of headers
-    assert httpx.get(url + "/healthz", headers=headers).status_code == 200
+    assert httpx.get(url + "/healthz", headers=headers, timeout=WAIT).status_code == 200
 
 
 def test_slow_clients_do_not_block_others(url: str) -> None:
@@ -159,7 +159,7 @@ def ask(url: str, query: str, rcvbuf: int = 4096) -> socket.socket:
 
 def cut_off(url: str) -> int:
     """How many requests the server has counted as 499 so far."""
-    metrics = httpx.get(url + "/metrics").text
+    metrics = httpx.get(url + "/metrics", timeout=WAIT).text
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in metrics.splitlines()
@@ -185,7 +185,7 @@ def test_a_client_that_never_reads_a_small_answer_is_cut_off(tmp_path: Path) -> 
             assert wait_for_cut_offs(base, 1, 20) == 1
             received = read_until_closed(sock)
         assert received < 114688 * 8 * 8
-        assert httpx.get(base + "/healthz").status_code == 200
+        assert httpx.get(base + "/healthz", timeout=WAIT).status_code == 200
     text = log.read_text()
     assert text.count("WARNING service.server.pacing: Cut off 127.0.0.1:") == 1
     assert "it read slower than PE_MIN_READ_RATE (8388608 bytes/s)" in text
@@ -258,7 +258,7 @@ def test_work_whose_client_has_gone_is_not_done() -> None:
         for sock in dropped:
             sock.close()
         assert wait_for_cut_offs(base, 6, 60) == 6
-        cache = httpx.get(base + "/v1/cache").json()
+        cache = httpx.get(base + "/v1/cache", timeout=WAIT).json()
         # one turn per core: at most that many had started when their clients left
         assert cache["tables_total"] <= (os.cpu_count() or 1)
         assert cache["bytes"] <= (os.cpu_count() or 1) * 1048576 * 8 * 8
@@ -271,9 +271,9 @@ def test_requests_the_protocol_refuses_are_counted() -> None:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
             assert read_to_close(sock).startswith(b"HTTP/1.1 400 ")
         query = "x" * (MAX_TARGET_BYTES + 10)
-        assert httpx.get(f"{base}{TABLE}?{query}").status_code == 414
-        assert httpx.get(f"{base}{TABLE}?{query}").status_code == 414
-        metrics = httpx.get(base + "/metrics").text
+        assert httpx.get(f"{base}{TABLE}?{query}", timeout=WAIT).status_code == 414
+        assert httpx.get(f"{base}{TABLE}?{query}", timeout=WAIT).status_code == 414
+        metrics = httpx.get(base + "/metrics", timeout=WAIT).text
     assert 'pe_http_refused_total{status="400"} 1.0' in metrics
     assert 'pe_http_refused_total{status="414"} 2.0' in metrics
 

@@ -20,7 +20,7 @@ from posenc_client import Client
 
 from service.encodings import additive, registry
 from service.encodings.sinusoidal import SinusoidalKey
-from tests.support import APPLY, TABLE, load, npy_bytes, npz_bytes, rss_mib, serving
+from tests.support import APPLY, TABLE, WAIT, load, npy_bytes, npz_bytes, rss_mib, serving
 
 pytestmark = pytest.mark.slow
 
@@ -167,7 +167,7 @@ def test_64_concurrent_cold_requests_for_one_key_compute_it_once() -> None:
                 return [r.status_code for r in responses]
 
         assert asyncio.run(main()) == [200] * 64
-        stats = httpx.get(url + "/v1/cache").json()
+        stats = httpx.get(url + "/v1/cache", timeout=WAIT).json()
     (table,) = stats["tables"]
     assert table["pages"] == 4096 // table["page_rows"]
     assert stats["misses"] == table["pages"]  # each page computed once

@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support import APPLY, HEATMAP, ROTARY_APPLY, TABLE, npy_bytes, rss_mib, serving
+from tests.support import APPLY, HEATMAP, ROTARY_APPLY, TABLE, WAIT, npy_bytes, rss_mib, serving
 
 pytestmark = pytest.mark.slow
 
@@ -152,7 +152,7 @@ def test_a_request_holds_at_most_a_documented_multiple(
 ) -> None:
     with (
         serving({"PE_LOG_LEVEL": "warning"}) as (url, process),
-        httpx.Client(base_url=url, timeout=120) as client,
+        httpx.Client(base_url=url, timeout=WAIT) as client,
     ):
         client.get(f"{TABLE}?max_len=2&d_model=2")  # the first request's imports
         idle = rss_mib(process.pid)

@@ -22,7 +22,7 @@ import pytest
 import tritonclient.grpc as triton
 from packaging.version import Version
 
-from tests.support import ROOT, TABLE, free_port, running, serving
+from tests.support import ROOT, TABLE, WAIT, free_port, running, serving
 from tests.test_startup import assert_one_line
 
 pytestmark = pytest.mark.slow
@@ -32,14 +32,17 @@ def test_the_console_script_starts_the_service() -> None:
     script = shutil.which("pe-service", path=str(Path(sys.executable).parent))
     assert script is not None
     with running(command=[script]) as url:
-        assert httpx.get(url + "/healthz").json() == {"status": "ok"}
+        assert httpx.get(url + "/healthz", timeout=WAIT).json() == {"status": "ok"}
 
 
 def test_several_workers_serve() -> None:
     with running({"PE_WORKERS": "2"}) as url:
         for _ in range(10):
             assert (
-                httpx.get(url + "/v1/encodings/sinusoidal?max_len=4&d_model=4").status_code == 200
+                httpx.get(
+                    url + "/v1/encodings/sinusoidal?max_len=4&d_model=4", timeout=WAIT
+                ).status_code
+                == 200
             )
 
 
@@ -50,14 +53,14 @@ def test_readyz_waits_for_the_preload() -> None:
     with running(env) as url:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            status = httpx.get(url + "/readyz").status_code
+            status = httpx.get(url + "/readyz", timeout=WAIT).status_code
             seen.append(status)
             if status == 200:
                 break
             assert status == 503
-            assert httpx.get(url + "/healthz").status_code == 200
+            assert httpx.get(url + "/healthz", timeout=WAIT).status_code == 200
             time.sleep(0.02)
-        stats = httpx.get(url + "/v1/cache").json()
+        stats = httpx.get(url + "/v1/cache", timeout=WAIT).json()
     assert seen[0] == 503
     assert seen[-1] == 200
     tables = {(t["key"]["d_model"], t["key"]["dtype"]): t for t in stats["tables"]}
@@ -71,8 +74,8 @@ def test_readyz_waits_for_the_preload() -> None:
 def test_one_access_log_line_per_request(tmp_path: Path, log_format: str) -> None:
     log = tmp_path / "server.log"
     with running({"PE_LOG_FORMAT": log_format}, log_path=log) as url:
-        httpx.get(url + TABLE + "?max_len=3&d_model=3&format=npy")
-        httpx.get(url + "/nope")
+        httpx.get(url + TABLE + "?max_len=3&d_model=3&format=npy", timeout=WAIT)
+        httpx.get(url + "/nope", timeout=WAIT)
     lines = [line for line in log.read_text().splitlines() if TABLE in line or "/nope" in line]
     assert len(lines) == 2
     if log_format == "json":
@@ -101,7 +104,7 @@ def test_sigterm_lets_in_flight_requests_finish() -> None:
     with serving({"PE_CACHE_BYTES": str(1 << 30)}) as (url, process):
         query = "?max_len=8192&d_model=8192&dtype=float64&format=npy"
         slow = threading.Thread(
-            target=lambda: results.append(httpx.get(url + TABLE + query, timeout=60))
+            target=lambda: results.append(httpx.get(url + TABLE + query, timeout=WAIT))
         )
         slow.start()
         time.sleep(0.3)  # the request is being computed
@@ -112,7 +115,7 @@ def test_sigterm_lets_in_flight_requests_finish() -> None:
     assert results[0].status_code == 200
     assert len(results[0].content) > 8192 * 8192 * 8
     with pytest.raises(httpx.TransportError):
-        httpx.get(url + "/healthz")
+        httpx.get(url + "/healthz", timeout=WAIT)
 
 
 def children(pid: int) -> set[int]:
@@ -140,7 +143,7 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
         spawned = children(process.pid)  # the workers and multiprocessing's helper
         workers: set[int] = set()
         for _ in range(200):  # new connections, until both workers have answered one
-            with httpx.Client(timeout=10) as http:
+            with httpx.Client(timeout=WAIT) as http:
                 workers.add(http.get(url + "/v1/cache").json()["worker"])
             if len(workers) == 2:
                 break
@@ -158,7 +161,7 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
                 if alive(pid):
                     os.kill(pid, signal.SIGKILL)
     with pytest.raises(httpx.TransportError):
-        httpx.get(url + "/healthz")
+        httpx.get(url + "/healthz", timeout=WAIT)
     with socket.socket() as sock:  # as uvicorn binds it: only a listening socket stops it
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
@@ -234,7 +237,7 @@ def test_the_lowest_uvicorn_the_package_accepts_serves(tmp_path: Path) -> None:
     )
     env = {"PYTHONPATH": str(target)}
     with running(env) as url:
-        assert httpx.get(url + TABLE + "?max_len=4&d_model=4").status_code == 200
+        assert httpx.get(url + TABLE + "?max_len=4&d_model=4", timeout=WAIT).status_code == 200
         version = subprocess.run(
             [sys.executable, "-c", "import uvicorn; print(uvicorn.__version__)"],
             env={**os.environ, **env},

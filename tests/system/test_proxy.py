@@ -33,6 +33,7 @@ from tests.support import (
     ROOT,
     SIMILARITY,
     TABLE,
+    WAIT,
     assert_problem,
     free_port,
     load,
@@ -135,14 +136,20 @@ http {{
 
 def cache_counters(deployment: Deployment) -> list[dict[str, Any]]:
     """Each replica's GET /v1/cache: its counters, and the tables it holds."""
-    return [httpx.get(replica + "/v1/cache").json() for replica in deployment.replicas]
+    return [
+        httpx.get(replica + "/v1/cache", timeout=WAIT).json() for replica in deployment.replicas
+    ]
 
 
 def test_tables_come_through_byte_identical(deployment: Deployment) -> None:
     for fmt in ("npy", "raw", "json"):
         url = f"{TABLE}?max_len=300&d_model=48&base=77&format={fmt}"
-        direct = httpx.get(deployment.replicas[0] + url, headers={"accept-encoding": "identity"})
-        proxied = httpx.get(deployment.proxy + url, headers={"accept-encoding": "identity"})
+        direct = httpx.get(
+            deployment.replicas[0] + url, headers={"accept-encoding": "identity"}, timeout=WAIT
+        )
+        proxied = httpx.get(
+            deployment.proxy + url, headers={"accept-encoding": "identity"}, timeout=WAIT
+        )
         assert proxied.status_code == 200
         assert proxied.content == direct.content
         assert proxied.headers["etag"] == direct.headers["etag"]
@@ -151,30 +158,30 @@ def test_tables_come_through_byte_identical(deployment: Deployment) -> None:
 
 def test_a_repeated_table_is_served_from_the_proxy_cache(deployment: Deployment) -> None:
     url = deployment.proxy + f"{TABLE}?max_len=64&d_model=64&base=31&format=npy"
-    statuses = [httpx.get(url).headers["x-cache-status"] for _ in range(3)]
+    statuses = [httpx.get(url, timeout=WAIT).headers["x-cache-status"] for _ in range(3)]
     assert statuses == ["MISS", "HIT", "HIT"]
     first = cache_counters(deployment)
-    httpx.get(url)
+    httpx.get(url, timeout=WAIT)
     assert cache_counters(deployment) == first
 
 
 def test_pictures_and_the_explorer_come_through_the_proxy(deployment: Deployment) -> None:
     url = deployment.proxy + f"{TABLE}/heatmap.png?max_len=40&d_model=24&base=19"
-    responses = [httpx.get(url) for _ in range(2)]
+    responses = [httpx.get(url, timeout=WAIT) for _ in range(2)]
     assert [r.headers["x-cache-status"] for r in responses] == ["MISS", "HIT"]
     assert responses[1].headers["content-type"] == "image/png"
     assert responses[1].content == responses[0].content
-    page = httpx.get(deployment.proxy + "/")
+    page = httpx.get(deployment.proxy + "/", timeout=WAIT)
     assert page.status_code == 200
     assert "content-security-policy" in page.headers
-    assert httpx.get(deployment.proxy + "/explorer/explorer.js").status_code == 200
+    assert httpx.get(deployment.proxy + "/explorer/explorer.js", timeout=WAIT).status_code == 200
 
 
 def test_the_proxy_cache_keeps_formats_apart(deployment: Deployment) -> None:
     url = deployment.proxy + f"{TABLE}?max_len=16&d_model=16&base=13"
-    as_json = httpx.get(url, headers={"accept": "application/json"})
-    as_npy = httpx.get(url, headers={"accept": "application/x-npy"})
-    again_json = httpx.get(url, headers={"accept": "application/json"})
+    as_json = httpx.get(url, headers={"accept": "application/json"}, timeout=WAIT)
+    as_npy = httpx.get(url, headers={"accept": "application/x-npy"}, timeout=WAIT)
+    again_json = httpx.get(url, headers={"accept": "application/json"}, timeout=WAIT)
     assert as_json.headers["content-type"] == "application/json"
     assert as_npy.headers["content-type"] == "application/x-npy"
     assert again_json.headers["x-cache-status"] == "HIT"
@@ -190,8 +197,8 @@ def test_repeated_header_fields_cannot_poison_the_proxy_cache(deployment: Deploy
         [("accept", ""), ("accept", "application/x-npy"), ("accept-encoding", "")],
         [("accept-encoding", ""), ("accept-encoding", "gzip")],
     ):
-        httpx.get(url, headers=poison).raise_for_status()
-    plain = httpx.get(url, headers={"accept-encoding": "identity"})
+        httpx.get(url, headers=poison, timeout=WAIT).raise_for_status()
+    plain = httpx.get(url, headers={"accept-encoding": "identity"}, timeout=WAIT)
     assert plain.headers["content-type"] == "application/json"
     assert "content-encoding" not in plain.headers
     assert plain.json()["shape"] == [300, 7]
@@ -203,7 +210,9 @@ def test_apply_passes_through_uncached(deployment: Deployment) -> None:
     headers = {"content-type": "application/x-npy"}
     expected = additive.apply(x, registry.rows(SinusoidalKey(8), 0, 10), np.sqrt(8.0))
     for _ in range(3):
-        response = httpx.post(deployment.proxy + TABLE + "/apply", content=body, headers=headers)
+        response = httpx.post(
+            deployment.proxy + TABLE + "/apply", content=body, headers=headers, timeout=WAIT
+        )
         assert response.status_code == 200
         assert response.headers.get("x-cache-status") in (None, "", "BYPASS")
         assert np.array_equal(load(response), expected)
@@ -213,7 +222,7 @@ def test_requests_are_balanced_across_replicas(deployment: Deployment) -> None:
     before = [counters["misses"] for counters in cache_counters(deployment)]
     for d_model in range(100, 120):
         url = f"{deployment.proxy}{TABLE}?max_len=8&d_model={d_model}&format=npy"
-        assert httpx.get(url).status_code == 200
+        assert httpx.get(url, timeout=WAIT).status_code == 200
     after = [counters["misses"] for counters in cache_counters(deployment)]
     assert all(a > b for a, b in zip(after, before, strict=True))
     assert sum(after) - sum(before) == 20
@@ -226,12 +235,12 @@ def test_the_proxy_refuses_bodies_over_the_replicas_limit(deployment: Deployment
     body = npy_bytes(x)
     assert len(body) == BODY_LIMIT  # 128 bytes of .npy header and 8191 x 32 float32
     headers = {"content-type": NPY}
-    at_limit = httpx.post(deployment.proxy + APPLY, content=body, headers=headers)
+    at_limit = httpx.post(deployment.proxy + APPLY, content=body, headers=headers, timeout=WAIT)
     assert at_limit.status_code == 200, at_limit.text
     assert np.array_equal(
         load(at_limit), additive.apply(x, registry.rows(SinusoidalKey(32), 0, 8191), np.sqrt(32))
     )
-    over = httpx.post(deployment.proxy + APPLY, content=body + b"\0", headers=headers)
+    over = httpx.post(deployment.proxy + APPLY, content=body + b"\0", headers=headers, timeout=WAIT)
     problem = assert_problem(over, 413, f"proxy limit of {BODY_LIMIT} bytes", "PE_MAX_BODY_BYTES")
     assert problem["limit"] == BODY_LIMIT
     assert problem["setting"] == "PE_MAX_BODY_BYTES"
@@ -249,7 +258,7 @@ def test_a_popular_table_is_computed_at_most_once_per_replica(deployment: Deploy
 
     def fetch(_: int) -> httpx.Response:
         start.wait()
-        return httpx.get(url, timeout=60)
+        return httpx.get(url, timeout=WAIT)
 
     with ThreadPoolExecutor(32) as pool:
         burst = list(pool.map(fetch, range(32)))
@@ -264,7 +273,7 @@ def test_a_popular_table_is_computed_at_most_once_per_replica(deployment: Deploy
     assert sum(computed) == pages  # one request of the 32 reached a replica
     assert [a["uncached"] - b["uncached"] for a, b in zip(after, before, strict=True)] == [0] * 3
 
-    later = [httpx.get(url) for _ in range(10)]
+    later = [httpx.get(url, timeout=WAIT) for _ in range(10)]
     assert [response.headers["x-cache-status"] for response in later] == ["HIT"] * 10
     assert all(response.content == burst[0].content for response in later)
     assert cache_counters(deployment) == after  # no replica saw those requests
@@ -283,7 +292,7 @@ def test_a_popular_table_is_computed_at_most_once_per_replica(deployment: Deploy
     ],
 )
 def test_every_immutable_answer_is_cached(deployment: Deployment, path: str) -> None:
-    responses = [httpx.get(deployment.proxy + path) for _ in range(2)]
+    responses = [httpx.get(deployment.proxy + path, timeout=WAIT) for _ in range(2)]
     assert [response.status_code for response in responses] == [200, 200]
     assert responses[0].headers["cache-control"] == IMMUTABLE
     assert [response.headers["x-cache-status"] for response in responses] == ["MISS", "HIT"]
@@ -292,7 +301,7 @@ def test_every_immutable_answer_is_cached(deployment: Deployment, path: str) -> 
 
 def test_answers_that_are_not_immutable_pass_through(deployment: Deployment) -> None:
     for path in ("/v1/presets", "/v1/cache", "/healthz", "/openapi.json"):
-        response = httpx.get(deployment.proxy + path)
+        response = httpx.get(deployment.proxy + path, timeout=WAIT)
         assert response.status_code == 200
         assert "immutable" not in response.headers.get("cache-control", "")
         assert "x-cache-status" not in response.headers
@@ -303,8 +312,11 @@ def test_answers_that_are_not_immutable_pass_through(deployment: Deployment) -> 
             deployment.proxy + "/v1/encodings/rotary/apply",
             content=queries,
             headers={"content-type": NPY},
+            timeout=WAIT,
         ),
-        httpx.post(deployment.proxy + "/v1/encodings/rotary/from-config", json=config),
+        httpx.post(
+            deployment.proxy + "/v1/encodings/rotary/from-config", json=config, timeout=WAIT
+        ),
     ] * 2:
         assert response.status_code == 200, response.text
         assert "x-cache-status" not in response.headers
@@ -342,7 +354,7 @@ def load_while(
     results: list[tuple[int | str, bool]] = []
 
     def client(worker: int) -> None:
-        with httpx.Client(base_url=deployment.proxy, timeout=30) as http:
+        with httpx.Client(base_url=deployment.proxy, timeout=WAIT) as http:
             for i in range(40):
                 try:
                     results.append(one(http, worker, i))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import APPLY, TABLE, npy_bytes, serving
+from tests.support import APPLY, TABLE, WAIT, npy_bytes, serving
 
 pytestmark = pytest.mark.slow
 CACHE_BYTES = 64 << 20
@@ -24,7 +24,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 def get(url: str, **kwargs: object) -> httpx.Response:
     """One request on a new connection (either worker may take it)."""
-    with httpx.Client(timeout=10) as http:
+    with httpx.Client(timeout=WAIT) as http:
         return http.get(url, **kwargs)  # type: ignore[arg-type]
 
 
@@ -93,7 +93,7 @@ def test_counters_never_go_backwards_over_twenty_scrapes(two_workers: str) -> No
         for d_model in (8, 16, 8 + 2 * round_):  # repeats, and one new table a round
             assert get(two_workers + TABLE, params={"max_len": 64, "d_model": d_model}).is_success
             sent += 1
-        with httpx.Client(timeout=10) as http:
+        with httpx.Client(timeout=WAIT) as http:
             headers = {"content-type": "application/x-npy", "accept": "application/x-npy"}
             assert http.post(two_workers + APPLY, content=body, headers=headers).is_success
         current = counted(scrape(two_workers))

@@ -7,6 +7,10 @@ import { createServer } from "node:net";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
+/** How long a test waits for the service, in milliseconds: minutes, so that a loaded
+ *  machine never decides a test's outcome, while a hang still ends. */
+export const WAIT = 300000;
+
 export const REPOSITORY = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 function freePort() {
@@ -43,7 +47,8 @@ export async function startService(env = {}) {
       child.kill("SIGTERM");
       setTimeout(() => child.kill("SIGKILL"), 15000).unref();
     });
-  const deadline = Date.now() + 60000;
+  // minutes: a loaded machine never decides a test's outcome, and a hang still ends
+  const deadline = Date.now() + WAIT;
   while (Date.now() < deadline) {
     if (exited !== null) {
       throw new Error(`the service (${python} -m service) exited with ${exited}:\n${output}`);
@@ -57,5 +62,5 @@ export async function startService(env = {}) {
     await new Promise((done) => setTimeout(done, 50));
   }
   await stop();
-  throw new Error(`the service did not answer ${url}/readyz with 200 within 60 s:\n${output}`);
+  throw new Error(`the service did not answer ${url}/readyz with 200 within ${WAIT / 1000} s:\n${output}`);
 }

@@ -6,14 +6,14 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
 import { Client, ProblemError } from "../index.js";
-import { startService } from "../support/server.js";
+import { startService, WAIT } from "../support/server.js";
 
 let service;
 let pe;
 
 before(async () => {
   service = await startService();
-  pe = new Client(service.url, { timeout: 60000 });
+  pe = new Client(service.url, { timeout: WAIT });
 });
 
 after(async () => {

@@ -7,14 +7,14 @@ import { after, before, describe, test } from "node:test";
 
 import { Client, ProblemError } from "../index.js";
 import { maxDifference } from "../support/expected.js";
-import { startService } from "../support/server.js";
+import { startService, WAIT } from "../support/server.js";
 
 let service;
 let pe;
 
 before(async () => {
   service = await startService();
-  pe = new Client(service.url, { timeout: 60000 });
+  pe = new Client(service.url, { timeout: WAIT });
 });
 
 after(async () => {

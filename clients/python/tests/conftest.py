@@ -30,6 +30,11 @@ def _python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
+# How long a test waits for the service: minutes, so that a loaded machine never decides a
+# test's outcome, while a hang still ends (tests/support.py's WAIT)
+WAIT = 300.0
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -37,7 +42,7 @@ def _free_port() -> int:
 
 
 def _wait_until_ready(url: str, process: subprocess.Popen[bytes], log: IO[bytes]) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
         if process.poll() is not None:
             log.seek(0)
@@ -49,7 +54,7 @@ def _wait_until_ready(url: str, process: subprocess.Popen[bytes], log: IO[bytes]
         except httpx.TransportError:
             pass
         time.sleep(0.05)
-    pytest.fail(f"the service did not answer {url}/readyz with 200 within 60 s")
+    pytest.fail(f"the service did not answer {url}/readyz with 200 within {WAIT:g} s")
 
 
 @pytest.fixture(scope="session")
@@ -80,12 +85,12 @@ def service_url() -> Iterator[str]:
 
 @pytest.fixture
 def pe(service_url: str) -> Iterator[Client]:
-    with Client(service_url) as client:
+    with Client(service_url, timeout=WAIT) as client:
         yield client
 
 
 @pytest.fixture
 def http(service_url: str) -> Iterator[httpx.Client]:
     """Plain httpx to the same service, for answers to compare the client's with."""
-    with httpx.Client(base_url=service_url, timeout=60) as client:
+    with httpx.Client(base_url=service_url, timeout=WAIT) as client:
         yield client

@@ -44,8 +44,16 @@
     return new URLSearchParams({ ...params, ...extra }).toString();
   }
 
+  /** The bias's curl command (explorer.js's ``curlCommand``): a query row holds a key each
+   *  a head. */
   function curlCommand(params) {
-    return `curl -o alibi.npy '${location.origin}${BIAS}?${query(params, { format: "npy" })}'`;
+    return E.curlCommand({
+      address: (rows) => `${BIAS}?${query(params, { ...rows, format: "npy" })}`,
+      file: "alibi.npy",
+      start: 0,
+      stop: Number(params.max_len),
+      width: Number(params.num_heads) * Number(params.key_len || params.max_len),
+    });
   }
 
   function restoreFromAddress() {
@@ -220,8 +228,9 @@
         fetchMs: fetched.toFixed(2),
         drawMs: drawn.toFixed(2),
       });
-      $("alibi-curl").textContent = curlCommand(params);
-      $("alibi-copy-curl").href = `${BIAS}?${query(params, { format: "npy" })}`;
+      const curl = curlCommand(params);
+      $("alibi-curl").textContent = curl.command;
+      $("alibi-copy-curl").href = curl.url || "#";
       rememberInAddress(params);
     } catch (error) {
       if (error.name === "AbortError" || mine !== generation) return;
@@ -472,7 +481,7 @@
     for (const id of ["alibi-bias", "alibi-heads"]) $(id).addEventListener("mouseleave", E.hide);
     $("alibi-copy-curl").addEventListener("click", (event) => {
       event.preventDefault();
-      if (current) E.copyText(event.currentTarget, curlCommand(current.params));
+      if (current) E.copyText(event.currentTarget, curlCommand(current.params).command);
     });
     window.addEventListener("resize", E.debounce(() => current && E.isActive("alibi") && drawAll(), 150));
   }

@@ -3,7 +3,8 @@
 // dashed. Audit: GET /v1/audit/{family}, the largest error of each computation path, and a
 // table of where each first passes a threshold. Compare: POST /v1/compare, the largest
 // difference of two tables and, for rotary ones, the largest drift of a pair's angle.
-// Uses explorer.js's helpers (window.explorer); no libraries, no build step, no other host.
+// A refused request takes the earlier chart down. Uses explorer.js's helpers
+// (window.explorer); no libraries, no build step, no other host.
 "use strict";
 
 (() => {
@@ -16,6 +17,11 @@
   const THRESHOLD = "#b2182b";
   const DRIFT = "#d95f02";
   const n = (value) => value.toLocaleString("en");
+  // what each view writes beside its chart, emptied with it
+  const DRAWN = {
+    audit: ["audit-legend", "audit-reach", "audit-firsts"],
+    compare: ["compare-legend", "compare-first"],
+  };
 
   // {params, query, answer}: the audit drawn; {params, answer}: the comparison drawn
   let audit = null;
@@ -55,11 +61,18 @@
     };
   }
 
+  /** A refusal shown in place of the view's chart: what an earlier request drew goes. */
   function fail(name, error) {
     $(`${name}-view`).dataset.state = "error";
     $(`${name}-status`).textContent = "";
     $(`${name}-problem`).textContent = error.message;
     $(`${name}-problem`).hidden = false;
+    const canvas = $(`${name}-plot`);
+    canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
+    canvas.series = null; // nothing to read when hovering
+    for (const id of DRAWN[name]) $(id).replaceChildren();
+    if (name === "audit") audit = null;
+    else comparison = null;
   }
 
   function ready(name, data) {
@@ -82,10 +95,11 @@
 
   /** ``series`` ([{name, color, dash, bands: [{start, stop, value}]}]) as steps over each
    *  band's positions, log-log; position 0 is left of the axis, a value of 0 at its foot. */
-  function drawBands(canvas, series, label) {
+  function drawBands(canvas, drawn, label) {
     const { ctx, plot, ratio } = E.surface(canvas);
-    const edges = series.flatMap((s) => s.bands.flatMap((b) => [b.start, b.stop]));
+    const edges = drawn.flatMap((s) => s.bands.flatMap((b) => [b.start, b.stop]));
     const xLow = Math.max(1, Math.min(...edges));
+    const series = dashedWhereHiding(drawn, xLow);
     const xHigh = Math.max(2 * xLow, ...edges);
     const values = series.flatMap((s) => s.bands.map((b) => b.value)).filter((v) => v > 0);
     const yLow = Math.min(1e-4, ...values) / 2;
@@ -136,16 +150,31 @@
       { low: yLow, high: yHigh, label, at: yAt, text: power,
         ticks: decades(yLow, yHigh, Math.max(2, plot.h / (28 * ratio))) });
     Object.assign(canvas, { series, xLow, xHigh });
+    return series;
   }
 
   function legend(element, series) {
     element.replaceChildren(...series.map((s) => {
       const item = document.createElement("span");
       const swatch = document.createElement("i");
-      swatch.style.background = s.color;
+      swatch.style.background = s.dash && s.dash.length
+        ? `repeating-linear-gradient(90deg, ${s.color} 0 5px, transparent 5px 8px)` : s.color;
       item.append(swatch, s.name);
       return item;
     }));
+  }
+
+  /** ``series`` with each one that has an earlier one's value over a drawn band dashed, so
+   *  that the earlier shows between its dashes (float32-positions is library's line to
+   *  2^24, bf16-positions to 256: drawn solid over it, library's line would not show). */
+  function dashedWhereHiding(series, xLow) {
+    return series.map((s, i) => {
+      const hides = series.slice(0, i).some((earlier) => s.bands.some((b, k) => {
+        const other = earlier.bands[k];
+        return b.stop > xLow && other && other.start === b.start && other.value === b.value;
+      }));
+      return hides && !(s.dash && s.dash.length) ? { ...s, dash: [6, 4] } : s;
+    });
   }
 
   /** Hovering a band plot: the band under the mouse, each line's value there. */
@@ -237,6 +266,7 @@
     const done = await auditing((signal) => fetchJson(url, signal, init));
     if (!done) return;
     audit = { params, query, answer: done.answer };
+    $("audit-bf16").hidden = params.family !== "rotary"; // which path a bf16 model follows
     const drawn = drawAudit();
     const { paths, parameters } = done.answer;
     $("audit-status").textContent = `${paths.length} paths, ${paths[0].bands.length} bands ` +
@@ -256,8 +286,7 @@
       dash: i < E.LINES.length ? [] : [6, 3],
       bands: path.bands.map(({ start, stop, max_error: value }) => ({ start, stop, value })),
     }));
-    drawBands($("audit-plot"), series, "largest error per band");
-    legend($("audit-legend"), series);
+    legend($("audit-legend"), drawBands($("audit-plot"), series, "largest error per band"));
     $("audit-reach").textContent = exact === undefined ? ""
       : `first crossings exact below ${n(exact)} (past it, refined between samples)`;
     listFirsts(paths);
@@ -272,7 +301,7 @@
       td.dataset.value = String(value ?? "");
       return td;
     };
-    $("audit-table").tBodies[0].replaceChildren(...paths.map((path, i) => {
+    $("audit-firsts").replaceChildren(...paths.map((path, i) => {
       const row = document.createElement("tr");
       const name = document.createElement("th");
       const swatch = document.createElement("i");
@@ -339,8 +368,7 @@
         bands: bands.map((b) => ({ start: b.start, stop: b.stop, value: b.max_angle_drift })),
       });
     }
-    drawBands($("compare-plot"), series, "largest per band");
-    legend($("compare-legend"), series);
+    legend($("compare-legend"), drawBands($("compare-plot"), series, "largest per band"));
     const said = THRESHOLDS.map((t) => {
       const at = first[t];
       if (at === null || at === undefined) return `${t} never`;

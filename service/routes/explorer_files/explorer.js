@@ -4,7 +4,8 @@
 // the other views (rope.js, alibi.js, audit.js) as `window.explorer`, and starts once they
 // registered.
 // A table too long to hold is drawn from every step-th position (`sampling`), each fetched
-// as a one-row slice, and the page says so.
+// as a one-row slice, and the page says so. The curl commands a view offers keep within the
+// service's PE_MAX_ELEMENTS, which the page is served with (`curlCommand`).
 "use strict";
 
 (() => {
@@ -26,6 +27,9 @@
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
   ];
   const MARGIN = { left: 58, right: 16, top: 12, bottom: 40 }; // CSS pixels
+  // the service's PE_MAX_ELEMENTS, as it served the page (none said: no limit known)
+  const MAX_ELEMENTS = Number(
+    (document.querySelector('meta[name="pe-max-elements"]') || {}).content) || Infinity;
   const COLORBAR = 64; // CSS pixels on the heatmap's right
 
   const $ = (id) => document.getElementById(id);
@@ -134,9 +138,39 @@
     return search.toString();
   }
 
-  function curlCommand(params) {
-    const url = `${location.origin}${TABLE}?${query(params, { format: "npy" })}`;
-    return `curl -o pe.npy '${url}'`;
+  /** The curl command that saves the answer of rows ``start`` .. ``stop``-1, ``width``
+   *  numbers each, at ``address(range)`` (a path and query; ``range`` null for the whole, else
+   *  ``{start, stop}``) as ``file``: the whole answer when the service's PE_MAX_ELEMENTS
+   *  allows it, else the first rows it allows, after a comment that says so; none when it
+   *  refuses even one row. ``--fail-with-body``: a refusal is curl's error (exit 22), never
+   *  a file that looks saved. Returns ``{command, url}`` (url "" when none is offered). */
+  function curlCommand({ address, file, start, stop, width }) {
+    const get = (range) => {
+      const url = address(range);
+      return { url, command: `curl --fail-with-body -o ${file} '${location.origin}${url}'` };
+    };
+    const rows = stop - start;
+    if (!(rows * width > MAX_ELEMENTS)) return get(null);
+    const n = (value) => value.toLocaleString("en");
+    const over = `over this service's PE_MAX_ELEMENTS (${n(MAX_ELEMENTS)})`;
+    const fits = Math.floor(MAX_ELEMENTS / width);
+    if (fits < 1) return { url: "", command: `# none: one row is ${n(width)} numbers, ${over}` };
+    const part = get({ start, stop: start + fits });
+    const note = `# the whole answer, ${n(rows)} rows × ${n(width)} = ${n(rows * width)} ` +
+      `numbers, is ${over}: this asks for rows ${n(start)} to ${n(start + fits - 1)}; change ` +
+      "start and stop for the others";
+    return { url: part.url, command: `${note}\n${part.command}` };
+  }
+
+  /** The sinusoidal table's curl command (``curlCommand``). */
+  function tableCurl(params) {
+    return curlCommand({
+      address: (range) => `${TABLE}?${query(params, { ...range, format: "npy" })}`,
+      file: "pe.npy",
+      start: 0,
+      stop: Number(params.max_len),
+      width: Number(params.d_model),
+    });
   }
 
   async function loadPresets() {
@@ -382,8 +416,9 @@
   }
 
   function showLinks(params) {
-    $("curl").textContent = curlCommand(params);
-    $("copy-curl").href = `${TABLE}?${query(params, { format: "npy" })}`;
+    const curl = tableCurl(params);
+    $("curl").textContent = curl.command;
+    $("copy-curl").href = curl.url || "#";
     $("heatmap-png").href = `${TABLE}/heatmap.png?${query(params)}`;
     const { max_len, d_model, base } = params; // the layout does not change dot products
     $("similarity-png").href =
@@ -727,7 +762,7 @@
   async function copyCurl(event) {
     event.preventDefault();
     if (!current) return;
-    await copyText(event.currentTarget, curlCommand(current.params));
+    await copyText(event.currentTarget, tableCurl(current.params).command);
   }
 
   /** Copies ``text`` and says so on ``link`` for two seconds. */
@@ -818,8 +853,8 @@
   window.explorer = {
     $, shortest, niceTicks, tickText, logTicks, compact, colormap, problemOf, decode, surface,
     axes, trace,
-    show, hide, debounce, copyText, fetchRaw, fetchRows, sampling, samplingNote, elementLimit,
-    ordinal,
+    show, hide, debounce, copyText, curlCommand, fetchRaw, fetchRows, sampling, samplingNote,
+    elementLimit, ordinal,
     LINES, MAX_ENTRIES, SAMPLES,
     /** Adds a view: ``view.show()`` draws it (fetching what it needs) and sets the address. */
     register(name, view) {

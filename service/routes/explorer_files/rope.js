@@ -129,9 +129,16 @@
     return extra;
   }
 
+  /** The tables' curl command (explorer.js's ``curlCommand``): cos and sin, r each a row. */
   function curlCommand(params) {
-    const url = `${location.origin}${TABLE}?${query(params, { ...range(params), format: "npz" })}`;
-    return `curl -o rope.npz '${url}'`;
+    const start = Number(params.start || 0);
+    return E.curlCommand({
+      address: (rows) => `${TABLE}?${query(params, { ...(rows || range(params)), format: "npz" })}`,
+      file: "rope.npz",
+      start,
+      stop: Number(params.stop || params.max_len),
+      width: 2 * rotaryDim(params),
+    });
   }
 
   function restoreFromAddress() {
@@ -279,8 +286,9 @@
         fetchMs: fetched.toFixed(2),
         drawMs: drawn.toFixed(2),
       });
-      $("rope-curl").textContent = curlCommand(params);
-      $("rope-copy-curl").href = `${TABLE}?${query(params, { ...range(params), format: "npz" })}`;
+      const curl = curlCommand(params);
+      $("rope-curl").textContent = curl.command;
+      $("rope-copy-curl").href = curl.url || "#";
       rememberInAddress(params);
     } catch (error) {
       if (error.name === "AbortError" || mine !== generation) return;
@@ -574,7 +582,7 @@
     for (const id of ["rope-angles", "rope-wavelengths"]) $(id).addEventListener("mouseleave", E.hide);
     $("rope-copy-curl").addEventListener("click", (event) => {
       event.preventDefault();
-      if (current) E.copyText(event.currentTarget, curlCommand(current.params));
+      if (current) E.copyText(event.currentTarget, curlCommand(current.params).command);
     });
     window.addEventListener("resize", E.debounce(() => current && E.isActive("rope") && drawAll(), 150));
   }

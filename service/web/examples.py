@@ -1,0 +1,185 @@
+"""The example of each posted body, as Swagger UI's "Try it out" sends it: a body the
+service answers as it stands (a model's config.json, a layout, a batch), and the parameters
+it needs, written into the app's OpenAPI document by operation id. Without one, Swagger UI
+makes a body from the schema (``{}``, ``"string"``), which every POST refused with a 422;
+``tests/routes/test_swagger.py`` sends each example and expects a 2xx."""
+
+from __future__ import annotations
+
+from typing import Any, Final, NamedTuple
+
+
+class Example(NamedTuple):
+    """What Swagger UI's "Try it out" fills in for an operation: its bodies, each a name,
+    a summary and a JSON body that the service answers as it stands, and the values of the
+    parameters it needs (a model's context is too long a table for a JSON answer)."""
+
+    bodies: dict[str, tuple[str, Any]]
+    parameters: dict[str, Any]
+
+
+# Llama 3.1 8B's config.json, the fields from-config and the audit read (and its dtype)
+_LLAMA_31: Final[dict[str, Any]] = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+    "torch_dtype": "bfloat16",
+}
+# Llama 4 Scout's config.json: its text model's attention temperature and RoPE
+_SCOUT: Final[dict[str, Any]] = {
+    "model_type": "llama4",
+    "text_config": {
+        "model_type": "llama4_text",
+        "head_dim": 128,
+        "num_hidden_layers": 48,
+        "max_position_embeddings": 10485760,
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "rope_type": "llama3",
+            "factor": 16.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192,
+        },
+        "attn_temperature_tuning": True,
+        "floor_scale": 8192,
+        "attn_scale": 0.1,
+    },
+}
+# transformers' dynamic NTK scaling against vLLM's, past the trained context (the
+# explorer's compare view and docs/http-api.md show the same)
+_DYNAMIC: Final[dict[str, Any]] = {
+    "family": "rotary",
+    "parameters": {
+        "head_dim": 64,
+        "max_len": 16384,
+        "max_position_embeddings": 4096,
+        "scaling": "dynamic",
+        "factor": 4,
+    },
+}
+_EMBEDDINGS: Final = [[0.5, -0.25, 1.0, 0.0, 0.75, -1.0, 0.25, 0.5] for _ in range(4)]
+_INFER: Final = Example(
+    {
+        "sinusoidal": (
+            "The sinusoidal table's rows at positions 0 and 7 (d_model 4)",
+            {
+                "inputs": [
+                    {"name": "positions", "shape": [2], "datatype": "INT64", "data": [0, 7]}
+                ],
+                "parameters": {"d_model": 4},
+            },
+        )
+    },
+    {"name": "sinusoidal", "version": "1"},
+)
+# Swagger UI sends an operation's example as it stands: without one it makes a body from
+# the schema ({} or "string"), which every POST refused (422)
+EXAMPLES: Final = {
+    "getRotaryTableFromConfig": Example(
+        {"llama-3.1": ("Llama 3.1 8B's config.json", _LLAMA_31)}, {"max_len": 16}
+    ),
+    "auditRotaryFromConfig": Example(
+        {"llama-3.1": ("Llama 3.1 8B's config.json", _LLAMA_31)}, {"max_len": 4096}
+    ),
+    "getTemperatureTableFromConfig": Example(
+        {"llama-4-scout": ("Llama 4 Scout's config.json", _SCOUT)}, {"max_len": 16}
+    ),
+    "auditTemperatureFromConfig": Example(
+        {"llama-4-scout": ("Llama 4 Scout's config.json", _SCOUT)}, {"max_len": 65536}
+    ),
+    "getRotaryAtPositions": Example(
+        {"ids": ("Four position ids", {"position_ids": [0, 1, 2, 4095]})},
+        {"max_len": 4096, "head_dim": 128},
+    ),
+    "getMropePositions": Example(
+        {
+            "qwen2.5-vl": (
+                "Text, an image, text and a video, as Qwen2.5-VL lays them out",
+                {
+                    "segments": [
+                        {"text": 5},
+                        {"image": [1, 28, 28]},
+                        {"text": 3},
+                        {"video": [4, 28, 28], "seconds_per_grid": 1.0},
+                    ],
+                    "spatial_merge_size": 2,
+                    "tokens_per_second": 2,
+                },
+            )
+        },
+        {},
+    ),
+    "compareTables": Example(
+        {
+            "dynamic": (
+                "transformers' dynamic scaling against vLLM's, past the trained context",
+                {
+                    "a": _DYNAMIC,
+                    "b": {**_DYNAMIC, "parameters": {**_DYNAMIC["parameters"], "engine": "vllm"}},
+                    "start": 4096,
+                    "stop": 16384,
+                },
+            )
+        },
+        {},
+    ),
+    "applySinusoidal": Example(
+        {
+            "batch": (
+                "Four embeddings of 8 numbers, at positions 0 to 3",
+                {"embeddings": _EMBEDDINGS},
+            )
+        },
+        {},
+    ),
+    "applyRotary": Example(
+        {
+            "batch": (
+                "Four heads' rows of 8 numbers, at positions 0 to 3",
+                {"embeddings": _EMBEDDINGS},
+            )
+        },
+        {},
+    ),
+    "inferModel": _INFER,
+    "inferModelVersion": _INFER,
+}
+
+
+def with_examples(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` (the app's OpenAPI) with :data:`EXAMPLES` written in, by operation id:
+    each JSON body's ``examples``, and each parameter's ``example``. What it writes into is
+    copied first: FastAPI may share an ``openapi_extra`` between operations."""
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            example = EXAMPLES.get(operation.get("operationId", ""))
+            if example is None:
+                continue
+            body = operation["requestBody"] = dict(operation["requestBody"])
+            content = body["content"] = dict(body["content"])
+            content["application/json"] = {
+                **content["application/json"],
+                "examples": {
+                    name: {"summary": summary, "value": value}
+                    for name, (summary, value) in example.bodies.items()
+                },
+            }
+            if "parameters" in operation:
+                operation["parameters"] = [
+                    {**parameter, "example": example.parameters[parameter["name"]]}
+                    if parameter["name"] in example.parameters
+                    else parameter
+                    for parameter in operation["parameters"]
+                ]
+    return document
