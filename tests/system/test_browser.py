@@ -771,36 +771,132 @@ def test_every_path_of_the_audit_shows(visit: Visit) -> None:
     assert visit.errors == []
 
 
-@pytest.mark.parametrize(
-    ("view", "refused"),
-    [
-        pytest.param("audit", ("#audit-max_len", "0"), id="audit"),
-        pytest.param("compare", ("#compare-stop", "1"), id="compare"),
-    ],
-)
-def test_a_refusal_takes_the_earlier_chart_down(
-    visit: Visit, view: str, refused: tuple[str, str]
-) -> None:
-    """After a request the service refuses, the view shows the problem, and none of what
-    the earlier answer drew: its chart, legend and readings are gone."""
+@dataclass(frozen=True)
+class Drawn:
+    """What a view's answer draws, and a value of one of its controls the service refuses."""
+
+    address: str
+    state: str  # the element whose data-state the view keeps
+    form: str
+    canvases: list[str]
+    readings: list[str]  # legends, readings, notes and links of the answer
+    refused: tuple[str, str]
+    kept: tuple[str, ...] = ()  # canvases the refused request drew itself, which stay
+
+
+REFUSED: Final = [
+    pytest.param(
+        Drawn(
+            "/?max_len=64&d_model=16",
+            "body",
+            "#controls",
+            ["heatmap", "waves", "similarity"],
+            ["#legend", "#sampling", "#curl", "#heatmap-png"],
+            ("#d_model", "0"),
+        ),
+        id="sinusoidal",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=rope&max_len=256&mrope_section=16,24,24",
+            "#rope-view",
+            "#rope-controls",
+            ["rope-angles", "rope-wavelengths", "rope-axes"],
+            [
+                "#rope-legend",
+                "#rope-attention",
+                "#rope-axes-counts",
+                "#rope-sampling",
+                "#rope-curl",
+            ],
+            ("#rope-head_dim", "0"),
+        ),
+        id="rope",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=rope&max_len=256",
+            "#rope-view",
+            "#rope-controls",
+            ["rope-angles"],
+            ["#rope-sampling", "#rope-curl"],
+            ("#rope-stop", "0"),
+            kept=("rope-wavelengths",),  # positions 0 and 1 are not refused
+        ),
+        id="rope-table",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=alibi",
+            "#alibi-view",
+            "#alibi-controls",
+            ["alibi-bias", "alibi-heads"],
+            ["#alibi-slopes", "#alibi-sampling", "#alibi-curl"],
+            ("#alibi-num_heads", "0"),
+        ),
+        id="alibi",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=audit",
+            "#audit-view",
+            "#audit-controls",
+            ["audit-plot"],
+            ["#audit-legend", "#audit-reach", "#audit-firsts"],
+            ("#audit-max_len", "0"),
+        ),
+        id="audit",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=compare",
+            "#compare-view",
+            "#compare-controls",
+            ["compare-plot"],
+            ["#compare-legend", "#compare-first"],
+            ("#compare-stop", "1"),
+        ),
+        id="compare",
+    ),
+]
+
+
+@pytest.mark.parametrize("drawn", REFUSED)
+def test_a_refusal_takes_the_earlier_chart_down(visit: Visit, drawn: Drawn) -> None:
+    """After a request the service refuses, every view shows the problem, and none of what
+    the earlier answer drew: its charts are blank, its legends, readings, notes and links
+    are gone (empty or hidden), and hovering a chart reads nothing."""
     page = visit.page
-    page.goto(f"{visit.url}/?view={view}")
-    page.wait_for_selector(f'#{view}-view[data-state="ready"]')
-    assert visit.distinct_colours(f"{view}-plot") > 3
-    assert page.locator(f"#{view}-legend span").count() > 0
-    control, value = refused
+    page.goto(visit.url + drawn.address)
+    page.wait_for_selector(f'{drawn.state}[data-state="ready"]')
+    for canvas in drawn.canvases:
+        assert visit.distinct_colours(canvas) > 3, canvas
+    assert any(_shown(page, reading) for reading in drawn.readings)
+    control, value = drawn.refused
     page.fill(control, value)
-    page.click(f"#{view}-controls button[type=submit]")
-    page.wait_for_selector(f'#{view}-view[data-state="error"]')
-    assert page.is_visible(f"#{view}-problem")
-    assert visit.distinct_colours(f"{view}-plot") == 1  # blank
-    assert page.locator(f"#{view}-legend span").count() == 0
-    readings = "#audit-firsts tr" if view == "audit" else "#compare-first"
-    assert all(not text.strip() for text in page.locator(readings).all_text_contents())
-    visit.hover(f"{view}-plot", 0.5, 0.5)
-    assert page.is_hidden("#readout")  # nothing to read
+    page.click(f"{drawn.form} button[type=submit]")
+    page.wait_for_selector(f'{drawn.state}[data-state="error"]')
+    problem = page.locator(f"{drawn.state} .problem").first
+    assert problem.is_visible()
+    assert control.split("-")[-1].lstrip("#") in (problem.text_content() or "")
+    blank = {canvas: visit.distinct_colours(canvas) for canvas in drawn.canvases}
+    assert blank == dict.fromkeys(drawn.canvases, 1)  # each canvas transparent throughout
+    assert [r for r in drawn.readings if _shown(page, r)] == []
+    for canvas in drawn.kept:
+        assert visit.distinct_colours(canvas) > 3, canvas
+    for canvas in drawn.canvases:
+        box = page.locator(f"#{canvas}").bounding_box()
+        if box and box["width"] and box["height"]:  # the M-RoPE strip is hidden with it
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            assert page.is_hidden("#readout"), canvas  # nothing to read
     assert visit.off_host == []
     assert all("422" in error for error in visit.errors), visit.errors
+
+
+def _shown(page: Page, selector: str) -> bool:
+    """Whether ``selector`` is on show with something in it."""
+    element = page.locator(selector)
+    return element.is_visible() and bool((element.text_content() or "").strip())
 
 
 def test_the_compare_view_draws_two_engines_difference(visit: Visit) -> None:

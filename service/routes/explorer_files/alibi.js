@@ -28,6 +28,12 @@
   let current = null;
   let generation = 0;
   let pending = null;
+  // what an answer draws, taken down when a request is refused (explorer.js's ``refuse``)
+  const DRAWN = {
+    state: $("alibi-view"), status: "alibi-status", problem: "alibi-problem",
+    canvases: ["alibi-bias", "alibi-heads"], emptied: ["alibi-slopes"],
+    hidden: ["alibi-sampling", "alibi-links"],
+  };
 
   // --- parameters ---------------------------------------------------------------------
 
@@ -231,6 +237,7 @@
       const curl = curlCommand(params);
       $("alibi-curl").textContent = curl.command;
       $("alibi-copy-curl").href = curl.url || "#";
+      $("alibi-links").hidden = false;
       rememberInAddress(params);
     } catch (error) {
       if (error.name === "AbortError" || mine !== generation) return;
@@ -256,10 +263,8 @@
   }
 
   function fail(error) {
-    $("alibi-view").dataset.state = "error";
-    $("alibi-status").textContent = "";
-    $("alibi-problem").textContent = error.message;
-    $("alibi-problem").hidden = false;
+    E.refuse(error, DRAWN);
+    current = null; // nothing to hover, redraw or copy
   }
 
   // --- drawing ------------------------------------------------------------------------

@@ -17,10 +17,15 @@
   const THRESHOLD = "#b2182b";
   const DRIFT = "#d95f02";
   const n = (value) => value.toLocaleString("en");
-  // what each view writes beside its chart, emptied with it
+  // what each view's answer draws: its chart, and the legend and readings beside it, taken
+  // down when a request is refused (explorer.js's ``refuse``)
+  const drawnBy = (name, emptied) => ({
+    state: $(`${name}-view`), status: `${name}-status`, problem: `${name}-problem`,
+    canvases: [`${name}-plot`], emptied,
+  });
   const DRAWN = {
-    audit: ["audit-legend", "audit-reach", "audit-firsts"],
-    compare: ["compare-legend", "compare-first"],
+    audit: drawnBy("audit", ["audit-legend", "audit-reach", "audit-firsts"]),
+    compare: drawnBy("compare", ["compare-legend", "compare-first"]),
   };
 
   // {params, query, answer}: the audit drawn; {params, answer}: the comparison drawn
@@ -63,14 +68,7 @@
 
   /** A refusal shown in place of the view's chart: what an earlier request drew goes. */
   function fail(name, error) {
-    $(`${name}-view`).dataset.state = "error";
-    $(`${name}-status`).textContent = "";
-    $(`${name}-problem`).textContent = error.message;
-    $(`${name}-problem`).hidden = false;
-    const canvas = $(`${name}-plot`);
-    canvas.getContext("2d").clearRect(0, 0, canvas.width, canvas.height);
-    canvas.series = null; // nothing to read when hovering
-    for (const id of DRAWN[name]) $(id).replaceChildren();
+    E.refuse(error, DRAWN[name]);
     if (name === "audit") audit = null;
     else comparison = null;
   }

@@ -5,7 +5,8 @@
 // registered.
 // A table too long to hold is drawn from every step-th position (`sampling`), each fetched
 // as a one-row slice, and the page says so. The curl commands a view offers keep within the
-// service's PE_MAX_ELEMENTS, which the page is served with (`curlCommand`).
+// service's PE_MAX_ELEMENTS, which the page is served with (`curlCommand`). A refused request
+// takes down what the earlier one drew, in every view (`refuse`).
 "use strict";
 
 (() => {
@@ -43,6 +44,12 @@
   let pending = null;
   const views = {}; // name -> {show()}: the sinusoidal view, and those the other scripts add
   let active = "sinusoidal";
+  // what an answer draws in this view, taken down when a request is refused (``refuse``)
+  const DRAWN = {
+    state: document.body, status: "status", problem: "problem",
+    canvases: ["heatmap", "waves", "similarity"], emptied: ["legend"],
+    hidden: ["sampling", "sinusoidal-links"],
+  };
 
   // --- numbers -----------------------------------------------------------------------
 
@@ -409,13 +416,36 @@
   }
 
   function fail(error) {
-    document.body.dataset.state = "error";
-    $("status").textContent = "";
-    $("problem").textContent = error.message;
-    $("problem").hidden = false;
+    refuse(error, DRAWN);
+    current = null; // nothing to hover, redraw or copy
+  }
+
+  /** A refused request, shown in place of what its view drew. ``drawn`` names the view's
+   *  parts: ``state``, the element whose data-state it keeps; ``status`` and ``problem``;
+   *  the ``canvases`` an answer draws, blanked (no ``series`` left to read when hovering);
+   *  the legends and readings written beside them, ``emptied``; the notes and links of the
+   *  earlier answer, ``hidden``. Every view calls it on a refusal (and drops the answer it
+   *  held), so none shows the problem under an earlier request's charts. */
+  function refuse(error, drawn) {
+    const { state, status, problem, canvases = [], emptied = [], hidden = [] } = drawn;
+    state.dataset.state = "error";
+    $(status).textContent = "";
+    $(problem).textContent = error.message;
+    $(problem).hidden = false;
+    for (const id of canvases) {
+      const canvas = $(id);
+      const ctx = canvas.getContext("2d");
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
+      ctx.clearRect(0, 0, canvas.width, canvas.height);
+      canvas.series = null;
+    }
+    for (const id of emptied) $(id).replaceChildren();
+    for (const id of hidden) $(id).hidden = true;
+    hide();
   }
 
   function showLinks(params) {
+    $("sinusoidal-links").hidden = false;
     const curl = tableCurl(params);
     $("curl").textContent = curl.command;
     $("copy-curl").href = curl.url || "#";
@@ -853,8 +883,8 @@
   window.explorer = {
     $, shortest, niceTicks, tickText, logTicks, compact, colormap, problemOf, decode, surface,
     axes, trace,
-    show, hide, debounce, copyText, curlCommand, fetchRaw, fetchRows, sampling, samplingNote,
-    elementLimit, ordinal,
+    show, hide, refuse, debounce, copyText, curlCommand, fetchRaw, fetchRows, sampling,
+    samplingNote, elementLimit, ordinal,
     LINES, MAX_ENTRIES, SAMPLES,
     /** Adds a view: ``view.show()`` draws it (fetching what it needs) and sets the address. */
     register(name, view) {

@@ -40,6 +40,17 @@
   let current = null;
   let generation = 0;
   let pending = null;
+  // what an answer draws, taken down when a request is refused (explorer.js's ``refuse``)
+  const DRAWN = {
+    state: $("rope-view"), status: "rope-status", problem: "rope-problem",
+    canvases: ["rope-angles", "rope-wavelengths", "rope-axes"],
+    emptied: ["rope-legend", "rope-attention", "rope-axes-counts"],
+    hidden: ["rope-sampling", "rope-axes-view", "rope-links"],
+  };
+  // a table refused after the same request's wavelengths came: those stay, being its own
+  const TABLE_DRAWN = {
+    ...DRAWN, canvases: ["rope-angles"], emptied: [], hidden: ["rope-sampling", "rope-links"],
+  };
 
   // --- parameters ---------------------------------------------------------------------
 
@@ -289,19 +300,20 @@
       const curl = curlCommand(params);
       $("rope-curl").textContent = curl.command;
       $("rope-copy-curl").href = curl.url || "#";
+      $("rope-links").hidden = false;
       rememberInAddress(params);
     } catch (error) {
       if (error.name === "AbortError" || mine !== generation) return;
       pending.abort(); // whichever of the two is still fetching
-      fail(error);
+      fail(error, current !== null && current.params === params);
     }
   }
 
-  function fail(error) {
-    $("rope-view").dataset.state = "error";
-    $("rope-status").textContent = "";
-    $("rope-problem").textContent = error.message;
-    $("rope-problem").hidden = false;
+  /** A refusal: what an earlier request drew goes; ``ownWavelengths``: the wavelengths
+   *  drawn are the refused request's own (its table alone was refused), and stay. */
+  function fail(error, ownWavelengths) {
+    E.refuse(error, ownWavelengths ? TABLE_DRAWN : DRAWN);
+    if (!ownWavelengths) current = null; // nothing to hover, redraw or copy
   }
 
   // --- canvases -----------------------------------------------------------------------
