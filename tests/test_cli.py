@@ -4,21 +4,26 @@ the bytes the HTTP answer holds for the same parameters (from-config included)."
 from __future__ import annotations
 
 import asyncio
+import io
+import os
+import resource
+import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import orjson
 import pytest
 
 from service import cli
 from service.app import create_app
 from service.settings import Settings
-from tests.support import ROOT, in_process
+from tests.support import ROOT, TABLE, in_process
 
 CONFIG = {
     "rope_theta": 500000.0,
@@ -203,3 +208,135 @@ def test_an_audit_is_exported(tmp_path: Path, http: httpx.Client) -> None:
         cli.export("rotary", {"max_len": 8, "head_dim": 8}, fmt="npy", audit=True)
     with pytest.raises(cli.ExportError, match="no family 'alibi-slopes'"):
         cli.export("alibi-slopes", {"num_heads": 8}, audit=True)  # slopes alone: no audit
+
+
+def test_an_export_to_a_file_it_cannot_write_says_which_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One line naming the path and the system's reason, where the file cannot be made
+    (its parent is a file) or written (``/dev/full``: no name in the error, which printed
+    ``export: None: ...``)."""
+    (tmp_path / "file").write_bytes(b"")
+    table = ["export", "sinusoidal", "max_len=4", "d_model=4"]
+    for path, why in [
+        (Path("/dev/full"), "No space left on device"),
+        (tmp_path / "file" / "pe.npy", "Not a directory"),
+        (tmp_path, "Is a directory"),
+    ]:
+        assert (
+            cli.run_export(cli.command([*table, "-o", str(path), "--format=npy"]), Settings()) == 1
+        )
+        assert capsys.readouterr().err == f"export: cannot write {path}: {why}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing left beside it
+
+
+def test_an_export_replaces_a_file_whole_and_keeps_its_mode_and_links(
+    tmp_path: Path, http: httpx.Client
+) -> None:
+    expected = http.get(f"{TABLE}?max_len=8&d_model=4&format=npy").content
+    old = tmp_path / "pe.npy"
+    old.write_bytes(b"old")
+    old.chmod(0o640)
+    link = tmp_path / "link.npy"
+    link.symlink_to(old)
+    arguments = cli.command(["export", "sinusoidal", "max_len=8", "d_model=4", "-o", str(link)])
+    assert cli.run_export(arguments, Settings()) == 0
+    assert link.is_symlink()
+    assert old.read_bytes() == expected
+    assert old.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.npy", "pe.npy"]
+    refused = cli.command(["export", "sinusoidal", "max_len=0", "d_model=4", "-o", str(old)])
+    assert cli.run_export(refused, Settings()) == 1
+    assert old.read_bytes() == expected
+
+
+def without_room(limit: int) -> Callable[[], None]:
+    """For a child process: files may not grow past ``limit`` bytes (``EFBIG`` on the write
+    that would pass it, as a full disk fails a write), rather than be killed by SIGXFSZ."""
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limited
+
+
+@pytest.mark.slow
+def test_an_export_that_fails_as_it_writes_leaves_the_old_file(tmp_path: Path) -> None:
+    """The file was truncated before the new table was written: a write that failed
+    halfway (a full disk) left half a table where the old one was."""
+    old = tmp_path / "pe.npy"
+    old.write_bytes(b"the old table")
+    table = ["export", "sinusoidal", "max_len=1024", "d_model=1024", "-o", str(old)]
+    done = subprocess.run(
+        [sys.executable, "-m", "service", *table],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        preexec_fn=without_room(1 << 20),  # the table is 4 MiB
+    )
+    assert done.returncode == 1
+    assert old.read_bytes() == b"the old table"
+    assert [p.name for p in tmp_path.iterdir()] == ["pe.npy"]
+    assert done.stderr.decode() == f"export: cannot write {old}: File too large\n"
+
+
+@pytest.mark.slow
+def test_an_export_to_dash_is_standard_output(tmp_path: Path) -> None:
+    """``-o -`` wrote a file named ``-``; it is standard output, as Unix tools have it."""
+    done = run("export", "sinusoidal", "max_len=64", "d_model=8", "-o", "-", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = np.load(io.BytesIO(done.stdout), allow_pickle=False)
+    assert table.shape == (64, 8)
+    assert not any(tmp_path.iterdir())
+    picture = run(
+        "export", "rotary", "max_len=64", "head_dim=8", "--audit", "--format=png", "-o", "-"
+    )
+    assert picture.stdout.startswith(b"\x89PNG")
+
+
+def peak_mib(argv: list[str]) -> float:
+    """The peak resident memory of ``python -m service ARGV``, once it has exited 0."""
+    process = subprocess.Popen([sys.executable, "-m", "service", *argv], cwd=ROOT)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0
+    return usage.ru_maxrss / 1024  # KiB
+
+
+# the allocator, and what the first request imports
+SLACK_MIB = 24
+WIDE = ["max_len=16384", "d_model=1024"]  # 64 MiB of float32
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("family", "parameters", "tiny", "suffix", "bound"),
+    [
+        # its rows and the encoded answer, as the service holds them (docs/settings.md)
+        pytest.param("sinusoidal", WIDE, ["max_len=1", "d_model=2"], "npy", 2, id="npy"),
+        pytest.param("sinusoidal", WIDE, ["max_len=1", "d_model=2"], "raw", 2, id="raw"),
+        # the rows, each array joined, the archive
+        pytest.param(
+            "rotary",
+            ["max_len=8192", "head_dim=1024"],
+            ["max_len=1", "head_dim=2"],
+            "npz",
+            3,
+            id="npz",
+        ),
+        # the rows, the safetensors package's copies
+        pytest.param("sinusoidal", WIDE, ["max_len=1", "d_model=2"], "safetensors", 4, id="st"),
+    ],
+)
+def test_an_export_holds_what_the_service_would_and_no_more(
+    tmp_path: Path, family: str, parameters: list[str], tiny: list[str], suffix: str, bound: int
+) -> None:
+    """A 512 MiB table took 3.2 GB: the answer was kept in pieces, joined, copied into a
+    response and its content. Now the app's answer goes to the file a piece at a time:
+    what is held is what the service holds to answer it (docs/settings.md, Memory)."""
+    out = tmp_path / f"out.{suffix}"
+    idle = peak_mib(["export", family, *tiny, "-o", str(out)])
+    peak = peak_mib(["export", family, *parameters, "-o", str(out)])
+    assert out.stat().st_size >> 20 == 64
+    assert peak - idle <= bound * 64 + SLACK_MIB, peak - idle
