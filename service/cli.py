@@ -21,7 +21,9 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
+from service import exporting
 from service.codecs.types import FORMATS
+from service.exporting import ExportError as ExportError  # public here too: cli.export raises it
 from service.settings import Settings, from_environment
 
 AUDIT_FORMATS: Final = ("json", "png")
@@ -41,15 +43,6 @@ examples:
   python -m service export rotary --config config.json --format safetensors -o rope.safetensors
   python -m service export alibi num_heads=4 max_len=64 --format json
   python -m service export rotary --config config.json --audit -o audit.json"""
-
-
-class ExportError(Exception):
-    """A table the service refuses: the problem's status and detail."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"{status}: {detail}")
-        self.status = status
-        self.detail = detail
 
 
 def _paths() -> dict[str, str]:
@@ -108,13 +101,16 @@ def export_to(
         name: str(value).lower() if isinstance(value, bool) else str(value)
         for name, value in {**given, "format": fmt}.items()
     }
-    # the answer alone: no gRPC port taken (a running service may hold it), nothing preloaded
-    quiet = (settings or from_environment()).model_copy(update={"grpc_port": 0, "preload": ""})
+    # the answer alone: no gRPC port taken (a running service may hold it), nothing preloaded,
+    # nothing kept (each row is asked once)
+    quiet = (settings or from_environment()).model_copy(
+        update={"grpc_port": 0, "preload": "", "cache_bytes": 0}
+    )
     if config is None:
-        _run(_ask(quiet, "GET", paths[family], query, None, out))
+        _run(exporting.ask(quiet, "GET", paths[family], query, None, out))
         return
     body = config if isinstance(config, bytes) else json.dumps(config).encode()
-    _run(_ask(quiet, "POST", paths[family] + "/from-config", query, body, out))
+    _run(exporting.ask(quiet, "POST", paths[family] + "/from-config", query, body, out))
 
 
 def _audits() -> dict[str, str]:
@@ -133,31 +129,6 @@ def _run(work: Coroutine[Any, Any, None]) -> None:
         return
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, work).result()
-
-
-async def _ask(
-    settings: Settings,
-    method: str,
-    path: str,
-    query: dict[str, str],
-    body: bytes | None,
-    out: BinaryIO,
-) -> None:
-    from service.app import create_app
-    from service.server import inprocess
-
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        status, refusal = await inprocess.request(app, method, path, query, body, out)
-    if status == 200:
-        return
-    try:
-        document = json.loads(refusal)
-    except ValueError:
-        document = None
-    if isinstance(document, dict) and "detail" in document:
-        raise ExportError(status, str(document["detail"]))
-    raise ExportError(status, refusal.decode(errors="replace"))
 
 
 def parser() -> argparse.ArgumentParser:

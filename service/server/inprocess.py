@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import urllib.parse
-from collections.abc import MutableMapping
-from typing import Any, BinaryIO
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any
 
 from starlette.types import ASGIApp
 
@@ -19,14 +19,17 @@ async def request(
     path: str,
     query: dict[str, str],
     body: bytes | None,
-    out: BinaryIO,
-) -> tuple[int, bytes]:
-    """``method path?query`` (with ``body``, JSON, if any) asked of ``app``, whose lifespan
-    has started: a 200's body written to ``out`` as it comes, and ``(200, b"")``; any other
-    answer's status and body, nothing written. An ``OSError`` of ``out``'s is raised once
-    the app has answered (its first; the app sends the rest into nothing meanwhile, as to a
-    client that has gone, rather than see an error of the client's side)."""
+    write: Callable[[bytes], object],
+    fields: Mapping[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """``method path?query`` (with ``body``, JSON, if any, and the header ``fields``) asked
+    of ``app``, whose lifespan has started: its status, its headers, and the body of an
+    answer other than a 200, whose body goes to ``write`` instead, a piece at a time as the
+    app sends it. An ``OSError`` of ``write``'s is raised once the app has answered (its
+    first; the app sends the rest into nothing meanwhile, as to a client that has gone,
+    rather than see an error of the client's side)."""
     headers = [(b"host", b"export"), (b"accept-encoding", b"identity")]
+    headers += [(name.lower().encode(), value.encode()) for name, value in (fields or {}).items()]
     if body is not None:
         headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     scope = {
@@ -46,6 +49,7 @@ async def request(
     answered = asyncio.Event()
     pending: list[dict[str, Any]] = [{"type": "http.request", "body": body or b""}]
     status, refusal, failed = 0, bytearray(), list[OSError]()
+    answered_headers: dict[str, str] = {}
 
     async def receive() -> dict[str, Any]:
         if pending:
@@ -57,12 +61,16 @@ async def request(
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
+            answered_headers.update(
+                (bytes(name).decode("latin-1").lower(), bytes(value).decode("latin-1"))
+                for name, value in message.get("headers", [])
+            )
         elif message["type"] == "http.response.body":
             if status != 200:
                 refusal.extend(message.get("body", b""))
             elif not failed:
                 try:
-                    out.write(message.get("body", b""))
+                    write(message.get("body", b""))
                 except OSError as exc:
                     failed.append(exc)
             if not message.get("more_body", False):
@@ -74,4 +82,4 @@ async def request(
         answered.set()
     if failed:
         raise failed[0]
-    return status, bytes(refusal)
+    return status, answered_headers, bytes(refusal)
