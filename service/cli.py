@@ -83,10 +83,11 @@ def export_to(
     settings: Settings | None = None,
     audit: bool = False,
 ) -> None:
-    """:func:`export`'s bytes written to ``out`` a piece at a time, as the app sends them
-    (1 MiB pieces of a large answer), so that nothing but the app's own answer is held;
-    nothing is written when it refuses (:class:`ExportError`). An ``OSError`` of ``out``'s
-    is raised once the app has answered."""
+    """:func:`export`'s bytes written to ``out`` a piece at a time: a table of rows as
+    ``.npy`` or raw a block of rows at a time (rotary's two arrays so only where ``out``
+    can seek), anything else as the app sends it (:mod:`service.exporting`), so that no
+    copy of the answer is held; nothing is written when it refuses (:class:`ExportError`).
+    An ``OSError`` of ``out``'s is raised once the app has answered."""
     paths = _audits() if audit else _paths()
     if family not in paths:
         raise ExportError(404, f"no family {family!r}; there are {', '.join(paths)}")
