@@ -178,7 +178,7 @@ def run_export(arguments: argparse.Namespace, settings: Settings) -> int:
             sys.stderr.write(f"export: {item!r} {why}\n")
             return 2
         given[name] = value
-    output = None if str(arguments.output) in ("None", "-") else arguments.output
+    output = None if arguments.output in (None, Path("-")) else arguments.output
     fmt = arguments.format
     allowed = AUDIT_FORMATS if arguments.audit else FORMATS
     if fmt is None and output is not None and "format" not in given:
@@ -229,15 +229,15 @@ def _writing(path: Path | None) -> Iterator[BinaryIO]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    target = Path(os.path.realpath(path))
     try:
-        mode: int | None = target.stat().st_mode
+        mode: int | None = path.stat().st_mode
     except FileNotFoundError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
-        with target.open("wb") as out:
+        with path.open("wb") as out:
             yield out
         return
+    target = Path(os.path.realpath(path))
     part = target.with_name(f".{target.name[:200]}.{secrets.token_hex(4)}.part")
     # made as open() makes a file (0o666 less the umask), where no other file is
     made = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
