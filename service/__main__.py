@@ -18,10 +18,8 @@ import importlib
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, NoReturn
 
 import uvicorn
@@ -130,7 +128,7 @@ def main() -> None:
         grpc_port = supervision.hold_grpc_port(settings)
     except SettingsError as exc:
         refuse(exc)
-    with grpc_port or contextlib.nullcontext(), metrics_directory(settings.workers):
+    with grpc_port or contextlib.nullcontext(), supervision.metrics_directory(settings.workers):
         uvicorn.run(
             "service.app:create_app",
             factory=True,
@@ -170,25 +168,6 @@ def check_metrics_directory(environ: Mapping[str, str]) -> None:
                 f"{what} is not empty: an earlier run's metrics would be counted again; "
                 "empty it, or unset it (python -m service then makes one of its own)"
             )
-
-
-@contextlib.contextmanager
-def metrics_directory(workers: int) -> Iterator[None]:
-    """With several workers, an empty directory for their metrics (``service.metrics``),
-    named in ``PROMETHEUS_MULTIPROC_DIR`` for the workers to inherit, and removed when they
-    have stopped; one that is already named (checked empty) is used, and left, as it is."""
-    from service.metrics import DIRECTORY_VARIABLES
-
-    if workers == 1 or any(name in os.environ for name in DIRECTORY_VARIABLES):
-        yield
-        return
-    path = tempfile.mkdtemp(prefix="pe-metrics-")
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
-    try:
-        yield
-    finally:
-        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
-        shutil.rmtree(path, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
+import io
 import json
+import os
+import secrets
+import stat
 import sys
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
-import httpx
-
+from service import exporting
 from service.codecs.types import FORMATS
+from service.exporting import ExportError as ExportError  # public here too: cli.export raises it
 from service.settings import Settings, from_environment
 
 AUDIT_FORMATS: Final = ("json", "png")
@@ -38,15 +43,6 @@ examples:
   python -m service export rotary --config config.json --format safetensors -o rope.safetensors
   python -m service export alibi num_heads=4 max_len=64 --format json
   python -m service export rotary --config config.json --audit -o audit.json"""
-
-
-class ExportError(Exception):
-    """A table the service refuses: the problem's status and detail."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"{status}: {detail}")
-        self.status = status
-        self.detail = detail
 
 
 def _paths() -> dict[str, str]:
@@ -72,6 +68,26 @@ def export(
     problem's status and detail where it refuses. With ``audit``, the precision audit of
     that table instead (``GET /v1/audit/FAMILY``: JSON, or ``png``). Callable where an
     event loop runs (a notebook's): the app then runs in a thread of its own."""
+    out = io.BytesIO()
+    export_to(out, family, parameters, fmt=fmt, config=config, settings=settings, audit=audit)
+    return out.getvalue()
+
+
+def export_to(
+    out: BinaryIO,
+    family: str,
+    parameters: Mapping[str, Any] | None = None,
+    *,
+    fmt: str | None = None,
+    config: Mapping[str, Any] | bytes | None = None,
+    settings: Settings | None = None,
+    audit: bool = False,
+) -> None:
+    """:func:`export`'s bytes written to ``out`` a piece at a time: a table of rows as
+    ``.npy`` or raw a block of rows at a time (rotary's two arrays so only where ``out``
+    can seek), anything else as the app sends it (:mod:`service.exporting`), so that no
+    copy of the answer is held; nothing is written when it refuses (:class:`ExportError`).
+    An ``OSError`` of ``out``'s is raised once the app has answered."""
     paths = _audits() if audit else _paths()
     if family not in paths:
         raise ExportError(404, f"no family {family!r}; there are {', '.join(paths)}")
@@ -86,12 +102,16 @@ def export(
         name: str(value).lower() if isinstance(value, bool) else str(value)
         for name, value in {**given, "format": fmt}.items()
     }
-    # the answer alone: no gRPC port taken (a running service may hold it), nothing preloaded
-    quiet = (settings or from_environment()).model_copy(update={"grpc_port": 0, "preload": ""})
+    # the answer alone: no gRPC port taken (a running service may hold it), nothing preloaded,
+    # nothing kept (each row is asked once)
+    quiet = (settings or from_environment()).model_copy(
+        update={"grpc_port": 0, "preload": "", "cache_bytes": 0}
+    )
     if config is None:
-        return _run(_ask(quiet, "GET", paths[family], query, None))
+        _run(exporting.ask(quiet, "GET", paths[family], query, None, out))
+        return
     body = config if isinstance(config, bytes) else json.dumps(config).encode()
-    return _run(_ask(quiet, "POST", paths[family] + "/from-config", query, body))
+    _run(exporting.ask(quiet, "POST", paths[family] + "/from-config", query, body, out))
 
 
 def _audits() -> dict[str, str]:
@@ -101,35 +121,15 @@ def _audits() -> dict[str, str]:
     return {each.family.name: f"/v1/audit/{each.family.name}" for each in FAMILIES if each.audit}
 
 
-def _run(work: Coroutine[Any, Any, bytes]) -> bytes:
+def _run(work: Coroutine[Any, Any, None]) -> None:
     """``work`` run to its end, in a thread of its own where this one runs an event loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(work)
+        asyncio.run(work)
+        return
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, work).result()
-
-
-async def _ask(
-    settings: Settings, method: str, path: str, query: dict[str, str], body: bytes | None
-) -> bytes:
-    from service.app import create_app
-
-    app = create_app(settings)
-    headers = {"accept-encoding": "identity", "content-type": "application/json"}
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://export") as client,
-    ):
-        answer = await client.request(method, path, params=query, content=body, headers=headers)
-    if answer.status_code != 200:
-        try:
-            detail = str(answer.json().get("detail", answer.text))
-        except ValueError:
-            detail = answer.text
-        raise ExportError(answer.status_code, detail)
-    return answer.content
+        pool.submit(asyncio.run, work).result()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -159,13 +159,17 @@ def parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--audit", action="store_true", help="the table's precision audit")
     out.add_argument("--config", type=Path, help="a model's config.json (rotary): from-config")
-    out.add_argument("-o", "--output", type=Path, help="the file to write; default standard output")
+    out.add_argument(
+        "-o", "--output", type=Path, help="the file to write; - or none: standard output"
+    )
     return main
 
 
 def run_export(arguments: argparse.Namespace, settings: Settings) -> int:
-    """``export``: 0 once written; 1 (and the service's refusal, or the file's trouble, on
-    standard error) if not; 2 for a command line it cannot read."""
+    """``export``: 0 once written; 1 (and the service's refusal, or the file's trouble, in
+    one line on standard error) if not; 2 for a command line it cannot read. ``-o -`` is
+    standard output, as no ``-o``; a file is written beside itself and renamed into place
+    once whole, so that a failed export leaves what was there."""
     given: dict[str, str] = {}
     for item in arguments.parameters:
         name, equals, value = item.partition("=")
@@ -174,38 +178,81 @@ def run_export(arguments: argparse.Namespace, settings: Settings) -> int:
             sys.stderr.write(f"export: {item!r} {why}\n")
             return 2
         given[name] = value
+    output = None if arguments.output in (None, Path("-")) else arguments.output
     fmt = arguments.format
     allowed = AUDIT_FORMATS if arguments.audit else FORMATS
-    if fmt is None and arguments.output is not None and "format" not in given:
-        fmt = arguments.output.suffix.lstrip(".")
+    if fmt is None and output is not None and "format" not in given:
+        fmt = output.suffix.lstrip(".")
         if fmt not in allowed:
-            sys.stderr.write(f"export: {arguments.output}: give --format ({', '.join(allowed)})\n")
+            sys.stderr.write(f"export: {output}: give --format ({', '.join(allowed)})\n")
             return 2
     text = (fmt or given.get("format") or ("json" if arguments.audit else "npy")) == "json"
-    if arguments.output is None and sys.stdout.isatty() and not text:
+    if output is None and sys.stdout.isatty() and not text:
         sys.stderr.write("export: a binary table is not written to a terminal: give -o FILE\n")
         return 2
     try:
         config = arguments.config.read_bytes() if arguments.config else None
-        data = export(
-            arguments.family,
-            given,
-            fmt=fmt,
-            config=config,
-            settings=settings,
-            audit=arguments.audit,
-        )
-        if arguments.output is None:
-            sys.stdout.buffer.write(data)
-        else:
-            arguments.output.write_bytes(data)
+    except OSError as exc:
+        sys.stderr.write(f"export: cannot read {arguments.config}: {exc.strerror or exc}\n")
+        return 1
+    try:
+        with _writing(output) as out:
+            export_to(
+                out,
+                arguments.family,
+                given,
+                fmt=fmt,
+                config=config,
+                settings=settings,
+                audit=arguments.audit,
+            )
     except ExportError as exc:
         sys.stderr.write(f"export: {exc.status}: {exc.detail}\n")
         return 1
     except OSError as exc:
-        sys.stderr.write(f"export: {exc.filename}: {exc.strerror}\n")
+        where = "standard output" if output is None else output
+        sys.stderr.write(f"export: cannot write {where}: {exc.strerror or exc}\n")
+        if isinstance(exc, BrokenPipeError):  # no second complaint as the interpreter exits
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _writing(path: Path | None) -> Iterator[BinaryIO]:
+    """Where an export is written: standard output (``None``); or, for a regular file, a
+    new file beside it (``.NAME.RANDOM.part``, with the old file's mode) renamed over it
+    once whole and on disk, removed instead if anything fails; a path that is no regular
+    file (``/dev/stdout``, a FIFO) is written where it is. A symbolic link's target is
+    replaced, not the link."""
+    if path is None:
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    try:
+        mode: int | None = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        with path.open("wb") as out:
+            yield out
+        return
+    target = Path(os.path.realpath(path))
+    part = target.with_name(f".{target.name[:200]}.{secrets.token_hex(4)}.part")
+    # made as open() makes a file (0o666 less the umask), where no other file is
+    made = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(made, "wb") as out:
+            if mode is not None:
+                os.fchmod(out.fileno(), stat.S_IMODE(mode))
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(part, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+        raise
 
 
 def command(argv: Sequence[str]) -> argparse.Namespace:

@@ -1,12 +1,19 @@
 """The gRPC port held by the supervisor against another instance, on real sockets: the
 probe, the socket kept, and what the workers' own sockets (as gRPC binds them) may do
-beside it. The workers' stop when their supervisor dies is tests/system/test_processes."""
+beside it; the metrics directory, held by every process of its instance and removed by
+the last, or by a later start. The workers' stop when their supervisor dies is
+tests/system/test_processes; a killed supervisor's directory,
+tests/system/test_metrics_directory."""
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +114,108 @@ def test_the_host_must_be_one_of_this_machines() -> None:
 
 def test_a_process_of_its_own_has_no_supervisor_to_watch() -> None:
     asyncio.run(asyncio.wait_for(supervision.stop_when_orphaned(interval=0.01), 1))
+
+
+@pytest.fixture
+def temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tmp_path`` as the temporary directory, and no metrics directory named."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for name in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def holding(path: Path) -> int:
+    """A descriptor holding a shared lock on ``path``, as a live instance's process does
+    (each open of a directory is a lock of its own, in one process as in several)."""
+    held = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_SH)
+    return held
+
+
+def test_a_start_removes_the_metrics_directories_no_process_holds(
+    temporary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Those of instances killed whole; never one a live process holds, one an older
+    release made (no lock says whether it is in use), or anything not named as they are."""
+    left = temporary / "pe-metrics-4242-abcd1234"
+    left.mkdir()
+    (left / "counter_4243.db").write_bytes(b"\0" * 64)
+    live = temporary / "pe-metrics-77-xyz_0123"
+    live.mkdir()
+    older = temporary / "pe-metrics-k2j4h5g6"
+    older.mkdir()
+    named = temporary / "pe-metrics-78-named"
+    named.mkdir()
+    (temporary / "pe-metrics-79-file").write_bytes(b"")
+    held = holding(live)
+    try:
+        with monkeypatch.context() as patched:
+            patched.setenv("PROMETHEUS_MULTIPROC_DIR", str(named))  # whoever named it keeps it
+            assert supervision.sweep(str(temporary)) == [str(left)]
+    finally:
+        os.close(held)
+    assert sorted(p.name for p in temporary.iterdir()) == [
+        "pe-metrics-77-xyz_0123",
+        "pe-metrics-78-named",
+        "pe-metrics-79-file",
+        "pe-metrics-k2j4h5g6",
+    ]
+    assert sorted(supervision.sweep(str(temporary))) == [str(live), str(named)]
+
+
+def test_the_supervisor_holds_its_metrics_directory_until_its_workers_stop(
+    temporary: Path,
+) -> None:
+    earlier = temporary / "pe-metrics-4242-abcd1234"
+    earlier.mkdir()
+    with supervision.metrics_directory(2):
+        path = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+        assert path.parent == temporary
+        assert path.name.startswith(f"pe-metrics-{os.getpid()}-")
+        assert not earlier.exists()  # swept first
+        assert supervision.sweep(str(temporary)) == []  # another start leaves it
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    assert not any(temporary.iterdir())
+    earlier.mkdir()
+    with supervision.metrics_directory(1):  # one process: no directory, but the sweep
+        assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+        assert not any(temporary.iterdir())
+
+
+@pytest.fixture
+def made(temporary: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A metrics directory as the supervisor makes it, held by no one (its supervisor
+    killed), named for the workers."""
+    path = temporary / "pe-metrics-4242-abcd1234"
+    path.mkdir()
+    (path / "counter_4243.db").write_bytes(b"\0" * 64)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(path))
+    return path
+
+
+def test_the_last_worker_of_a_killed_supervisor_removes_its_directory(made: Path) -> None:
+    with supervision._sharing(str(made)):
+        with supervision._sharing(str(made)):
+            assert supervision.sweep(str(made.parent)) == []  # a start leaves it
+        assert made.exists()  # the other worker still runs
+    assert not made.exists()
+
+
+def test_a_worker_leaves_the_directory_its_supervisor_holds(made: Path) -> None:
+    supervisor = holding(made)
+    try:
+        with supervision._sharing(str(made)):
+            pass
+        assert made.exists()
+    finally:
+        os.close(supervisor)
+
+
+def test_a_worker_leaves_a_directory_it_did_not_make(tmp_path: Path, made: Path) -> None:
+    """Named by whoever runs the service, or elsewhere than the temporary directory."""
+    for path in (tmp_path / "metrics", tmp_path / "elsewhere" / made.name):
+        path.mkdir(parents=True)
+        with supervision._sharing(str(path)):
+            pass
+        assert path.exists()

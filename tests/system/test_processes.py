@@ -136,7 +136,7 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
     gracefully within seconds rather than serve on with nothing to stop them (a restart
     failed with "address in use" while /healthz answered)."""
     log = tmp_path / "server.log"
-    # TMPDIR: the metrics directory the killed supervisor leaves behind
+    # TMPDIR: its metrics directory apart from any other instance's
     env = {"PE_WORKERS": "2", "TMPDIR": str(tmp_path)}
     with serving(env, log_path=log) as (url, process):
         port = int(url.rsplit(":", 1)[1])
