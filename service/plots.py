@@ -13,7 +13,7 @@ import io
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +28,9 @@ DPI: Final = 100
 _CHUNK_ELEMENTS: Final = 1 << 20
 # margins, in pixels: tick and axis labels left and below, the colorbar right
 _LEFT, _RIGHT, _BOTTOM, _GAP, _BAR = 72, 100, 46, 14, 16
+# an audit's title: its margin and line height (pixels), at most this many lines (a
+# longrope model's factors alone would fill the picture)
+_MARGIN, _LINE, AUDIT_TITLE_LINES = 8, 17, 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,29 +232,55 @@ def audit(
     height: int = 560,
 ) -> bytes:
     """An audit's error against position, log-log: one line per path (``name``, the bands'
-    geometric middles, their largest errors), the thresholds dashed."""
-    wrapped = _wrap(title, width - _LEFT)
-    top = 24 + 16 * (wrapped.count("\n") + 1)
+    geometric middles, their largest errors), the thresholds dashed; the title in at most
+    :data:`AUDIT_TITLE_LINES` lines that fit the picture."""
     figure = _figure(width, height)
-    right = 190  # the legend, beside the plot
-    plot = (_LEFT / width, _BOTTOM / height, (width - _LEFT - right) / width)
+    shown = _fitted(title, width - 2 * _MARGIN, AUDIT_TITLE_LINES)
+    figure.text(0.5, 1 - _MARGIN / height, shown, ha="center", va="top", fontsize="medium")
+    top = _MARGIN + _LINE * (shown.count("\n") + 1) + 16  # and room for the axis' ticks
+    plot = (_LEFT / width, _BOTTOM / height, (width - _LEFT - 190) / width)  # legend: 190 px
     axes = figure.add_axes((*plot, (height - top - _BOTTOM) / height))
     floor = 1e-12  # an error of 0 (exact entries) is drawn at the floor of the log scale
-    for name, middles, errors in lines:
-        axes.plot(middles, np.maximum(np.asarray(errors), floor), marker=".", label=name)
+    # paths coincide (float32-positions is the library below 2^24): thinner lines hide none
+    for index, (name, middles, errors) in enumerate(lines):
+        wider = (len(lines) - 1 - index) / max(len(lines) - 1, 1)  # 1 first, 0 last
+        y, dashes = np.maximum(np.asarray(errors), floor), ("-", "--", "-.", ":")[index % 4]
+        style: dict[str, Any] = {"lw": 1 + 3 * wider, "ms": 3 + 6 * wider, "label": name}
+        axes.plot(middles, y, dashes, marker="osv^DPX*h"[index % 9], **style)
     for threshold in thresholds:
         axes.axhline(threshold, color="#b2182b", linestyle="--", linewidth=0.8)
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("position (middle of each band)")
     axes.set_ylabel("largest |error| in the band")
-    axes.set_title(wrapped, fontsize="medium")
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     out = io.BytesIO()
     figure.savefig(
         out, format="png", dpi=DPI, metadata={"Software": None}, pil_kwargs={"compress_level": 1}
     )
     return out.getvalue()
+
+
+def _fitted(title: str, width: int, most: int) -> str:
+    """``title`` in at most ``most`` lines that fit ``width`` pixels as matplotlib draws
+    them (measured: digits and ``=`` are wider than letters), the last cut short with an
+    ellipsis where more would be needed."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    measure, font = TextToPath().get_text_width_height_descent, FontProperties(size="medium")
+
+    def fits(line: str) -> bool:  # measured in points
+        return measure(line, font, False)[0] * DPI / 72 <= width
+
+    for chars in range(max(20, width // 6), 19, -4):  # fewer characters a line, until they fit
+        lines = [part for line in title.splitlines() for part in textwrap.wrap(line, chars)]
+        if all(fits(line) for line in lines[:most]):
+            break
+    cut = lines[most - 1] if len(lines) > most else ""
+    while cut and not fits(cut + " …"):
+        cut = cut[:-1]
+    return "\n".join([*lines[: most - 1], cut.rstrip(" ,") + " …"] if cut else lines[:most])
 
 
 def difference(matrix: NDArray[np.float64], positions: Axis, columns: Axis, *, title: str) -> bytes:
