@@ -4,7 +4,7 @@ comma-separated value, as RFC 9110 section 5.3 says) that the replay layer keys 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from service.codecs.types import MEDIA_TYPES, TABLE_FORMATS, Format
 from service.errors import NotAcceptable
@@ -72,19 +72,25 @@ def negotiate(accept: str | None, offered: tuple[Format, ...] = TABLE_FORMATS) -
     Highest ``q`` wins, then the range the client listed first, then the order of
     ``offered``. Raises :class:`NotAcceptable` when every offered type has ``q=0``.
     """
+    return offered[preferred(accept, [MEDIA_TYPES[fmt] for fmt in offered])]
+
+
+def preferred(accept: str | None, media_types: Sequence[str]) -> int:
+    """Which of ``media_types`` an ``Accept`` header asks for (its index), as
+    :func:`negotiate` chooses: for answers that are not tables (an audit's JSON or PNG)."""
     if accept is None or not accept.strip():
-        return offered[0]
+        return 0
     ranges = _accept_ranges(accept)
     if not ranges:
-        return offered[0]
+        return 0
     ranked = []
-    for order, fmt in enumerate(offered):
-        q, index = _preference(MEDIA_TYPES[fmt], ranges)
+    for order, media_type in enumerate(media_types):
+        q, index = _preference(media_type, ranges)
         if q > 0:
-            ranked.append((-q, index, order, fmt))
+            ranked.append((-q, index, order))
     if not ranked:
-        raise NotAcceptable(accept, [MEDIA_TYPES[fmt] for fmt in offered])
-    return min(ranked)[3]
+        raise NotAcceptable(accept, list(media_types))
+    return min(ranked)[2]
 
 
 def accepts_gzip(accept_encoding: str | None) -> bool:
