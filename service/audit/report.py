@@ -12,7 +12,7 @@ the paths, the exact entries once), and the refinements past it."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -84,8 +84,25 @@ def cost(key: Key, max_len: int, chosen: Sequence[str], edges: Sequence[int] | N
 def plan(key: Key, max_len: int, spans: Sequence[bands.Band]) -> NDArray[np.int64]:
     """The positions evaluated: the bands' samples, and every position up to
     :data:`SCAN` entries (where the thresholds are usually first passed: found exactly)."""
-    head = np.arange(_reach(key, max_len)[0], dtype=np.int64)
-    return np.union1d(bands.plan(spans), head)
+    return np.concatenate([np.empty(0, np.int64), *_chunks(key, max_len, spans)])
+
+
+def _chunks(key: Key, max_len: int, spans: Sequence[bands.Band]) -> Iterator[NDArray[np.int64]]:
+    """:func:`plan`'s positions in order, a chunk at a time: the plan itself is never held
+    (2^21 positions and their union were +100 MiB)."""
+    head, rows = _reach(key, max_len)[0], tally.rows(key)
+    for start in range(0, head, rows):
+        yield np.arange(start, min(start + rows, head), dtype=np.int64)
+    waiting: list[NDArray[np.int64]] = []
+    for span in spans:
+        if span.stop > head:
+            at = bands.spread(span.start, span.stop)
+            waiting.append(at[at >= head])
+        if waiting and (span is spans[-1] or sum(map(len, waiting)) >= rows):
+            joined = np.concatenate(waiting)
+            waiting = []
+            for start in range(0, len(joined), rows):
+                yield joined[start : start + rows]
 
 
 def audit(
@@ -96,11 +113,8 @@ def audit(
     scanned, scan_to = _reach(key, max_len)
     matrices = [tally.matrixer(key, name) for name in chosen]
     tallies = [tally.Tally.of(spans, _tests(key)) for _ in chosen]
-    rows = tally.rows(key)
     exact = any(name != DEVICE for name in chosen)
-    positions = plan(key, max_len, spans)
-    for start in range(0, len(positions), rows):
-        at = positions[start : start + rows]
+    for at in _chunks(key, max_len, spans):
         reference = paths.exact(key, at) if exact else None  # once, for every path
         for matrix, kept in zip(matrices, tallies, strict=True):
             kept.add(at, *matrix.run(at, reference))

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.audit import bands, report
+from service.audit import bands, paths, report
 from service.encodings.alibi import BiasKey
 from service.encodings.registry import Key
 from service.schemas.mrope import RopeQuery
@@ -80,6 +80,17 @@ def test_the_attack_evaluates_at_most_what_it_is_counted(monkeypatch: pytest.Mon
     found = report.audit(key, 1 << 22, report.names(key), None)
     assert found["paths"][0]["first_over"]["1e-3"] == 3355445  # found by the dense scan
     assert evaluated[0] <= counted.numbers
+
+
+@pytest.mark.parametrize(("key", "max_len", "chosen", "edges"), AUDITS)
+def test_the_plan_is_the_samples_and_the_head_in_order(
+    key: Key, max_len: int, chosen: list[str] | None, edges: list[int] | None
+) -> None:
+    """Evaluated a chunk at a time, never joined: the union of the bands' samples and every
+    position of the head, each once, in order."""
+    spans = bands.bands(max_len, edges)
+    head = np.arange(min(max_len, report.SCAN // paths.width(key)))
+    assert np.array_equal(report.plan(key, max_len, spans), np.union1d(bands.plan(spans), head))
 
 
 def refuse(*args: Any, **kwargs: Any) -> Any:
