@@ -82,6 +82,7 @@ def test_the_attack_evaluates_at_most_what_it_is_counted(monkeypatch: pytest.Mon
     assert evaluated[0] <= counted.numbers
 
 
+@pytest.mark.usefixtures("small_scans")
 @pytest.mark.parametrize(("key", "max_len", "chosen", "edges"), AUDITS)
 def test_the_plan_is_the_samples_and_the_head_in_order(
     key: Key, max_len: int, chosen: list[str] | None, edges: list[int] | None
