@@ -213,7 +213,9 @@ class Conn:
         status, headers = self.head()
         kept: list[bytes] = []
         start = self.received - len(self.buffer)
-        if "content-length" in headers:
+        if status in (204, 304):  # no body, whatever the headers say (RFC 9110, 6.4.1)
+            pass
+        elif "content-length" in headers:
             size = int(headers["content-length"])
             if keep:
                 while len(self.buffer) < size:
@@ -887,6 +889,127 @@ def compare_json(checkout: Path | None, cap: float) -> str:
     return compare_one(checkout, cap, "json")
 
 
+# a width-1 audit: every position to 2^21 evaluated, its plan np.union1d of 2^21 positions
+AUDIT_HEAD: Final = "/v1/audit/sinusoidal?max_len=2097152&d_model=1&paths=library&base="
+# the same base in other words: the replay layer keys on the query string's text
+SPELLINGS: Final = ("10000.0", "1e4", "10000.00", "1.0e4", "1E4", "10000.000", "0.1e5", "100e2")
+# an audit whose dense first-crossing scans reach 3,355,445 for six paths
+AUDIT_SCAN: Final = "/v1/audit/rotary?max_len=4194304&head_dim=2&scaling=linear&factor=0.1&base="
+
+
+def kubernetes() -> dict[str, str]:
+    """The settings of deploy/kubernetes (settings.env), but the address, the log lines and
+    the preload (a server of its own here, started quickly)."""
+    path = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes" / "base" / "settings.env"
+    lines = [line.partition("=") for line in path.read_text().splitlines() if "=" in line]
+    kept = {name: value for name, _, value in lines if not name.startswith("#")}
+    for name in ("PE_HOST", "PE_PORT", "PE_LOG_LEVEL", "PE_LOG_FORMAT", "PE_PRELOAD"):
+        kept.pop(name, None)
+    return kept
+
+
+def latencies(seen: list[float]) -> str:
+    """The median and largest of ``/healthz``'s latencies (the first is the probe's 0)."""
+    answered = seen[1:] or [0.0]
+    return f"p50 {statistics.median(answered) * 1e3:.0f} ms, max {max(answered) * 1e3:.0f} ms"
+
+
+def resending(srv: Server, clients: int, seconds: float) -> tuple[list[float], list[str]]:
+    """``clients`` re-send the cached ``AUDIT_HEAD`` with its tag and the base spelled each
+    way in turn, as fast as they are answered, for ``seconds``: ``/healthz``'s latencies
+    meanwhile and the audits' statuses."""
+    first = httpx.get(srv.url + AUDIT_HEAD + "10000", timeout=300)
+    tag = {"If-None-Match": first.headers.get("etag", "")}
+    done, answers = threading.Event(), []
+
+    def resend(offset: int) -> None:
+        for turn in range(1_000_000):
+            if done.is_set():
+                return
+            base = SPELLINGS[(offset + turn) % len(SPELLINGS)]
+            answers.append(request(srv, AUDIT_HEAD + base, headers=tag, limit=60)[0])
+
+    probed = healthz_latencies(srv, done)
+    threads = [threading.Thread(target=resend, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    done.set()
+    for thread in threads:
+        thread.join()
+    return probed, answers
+
+
+def audit_304(checkout: Path | None, cap: float) -> str:
+    """Clients re-send a cached width-1 audit for 20 s with query strings that name the same
+    table in other words (``base=10000``, ``10000.0``, ``1e4``, ...: each answer a 304):
+    ``/healthz``'s latency meanwhile, 4 clients with the defaults and 2 with the Kubernetes
+    settings (its liveness probe times out at 3 s)."""
+    parts = []
+    for label, env, clients in (("defaults", {}, 4), ("kubernetes", kubernetes(), 2)):
+        with server(checkout, cap, env=env) as srv:
+            probed, answers = resending(srv, clients, 20)
+            parts.append(
+                f"{label}, {clients} clients: /healthz {latencies(probed)} over "
+                f"{len(probed) - 1} probes; audits {statuses(answers)}{srv.note()}"
+            )
+    return "; ".join(parts)
+
+
+def audit_scan(checkout: Path | None, cap: float) -> str:
+    """An audit whose dense first-crossing scans are long (``AUDIT_SCAN``): (a) the server's
+    CPU seconds for one; (b) six at once (distinct bases), and a cold 64 x 64 table asked
+    0.3 s later: how long it waits; (c) four clients asking small cold audits in a loop
+    (2,048 positions of 128 entries: 2^18 numbers charged before, the quick lane), and
+    one-row cold tables beside them, against the same tables alone."""
+    parts = []
+    with server(checkout, cap) as srv:
+        before = cpu_seconds(srv.pid)
+        status, seconds, _ = request(srv, AUDIT_SCAN + "31", limit=300)
+        spent = cpu_seconds(srv.pid) - before
+        parts.append(f"(a) one: {status} in {wide(seconds)}, {spent:.1f} CPU s{srv.note()}")
+    with server(checkout, cap) as srv, ThreadPoolExecutor(6) as pool:
+        audits = [pool.submit(request, srv, AUDIT_SCAN + str(b), limit=300) for b in range(32, 38)]
+        time.sleep(0.3)
+        status, seconds, _ = request(srv, f"{TABLE}?max_len=64&d_model=64&format=npy&base=7")
+        done = [future.result() for future in audits]
+        parts.append(
+            f"(b) a cold table behind six: {status} in {wide(seconds)} (the audits: "
+            f"{statuses(s for s, _, _ in done)}, the last in {wide(max(t for _, t, _ in done))})"
+            f"{srv.note()}"
+        )
+
+    def one_rows(srv: Server, first: int) -> list[float]:
+        return [
+            request(srv, f"{TABLE}?max_len=1&d_model=64&format=npy&base={first + i}")[1]
+            for i in range(40)
+        ]
+
+    with server(checkout, cap) as srv:
+        alone = one_rows(srv, 20_000)
+        stop, answers = threading.Event(), []
+
+        def small(first: int) -> None:
+            for base in range(first, first + 100_000):
+                if stop.is_set():
+                    return
+                query = f"/v1/audit/rotary?max_len=2048&head_dim=128&base={base}"
+                answers.append(request(srv, query, limit=120)[0])
+
+        with ThreadPoolExecutor(4) as pool:
+            for client in range(4):
+                pool.submit(small, 40_000 + 100_000 * client)
+            time.sleep(1)
+            beside = one_rows(srv, 30_000)
+            stop.set()
+        parts.append(
+            f"(c) one-row cold tables alone: p50 {statistics.median(alone) * 1e3:.0f} ms; "
+            f"beside 4 clients of small audits: p50 {statistics.median(beside) * 1e3:.0f} ms, "
+            f"max {max(beside) * 1e3:.0f} ms (audits {statuses(answers)}){srv.note()}"
+        )
+    return "; ".join(parts)
+
+
 CASES: Final[dict[str, Callable[[Path | None, float], str]]] = {
     "body-reservation": body_reservation,
     "json-strings": json_strings,
@@ -904,6 +1027,8 @@ CASES: Final[dict[str, Callable[[Path | None, float], str]]] = {
     "key-cost": key_cost,
     "compare-png": compare_png,
     "compare-json": compare_json,
+    "audit-304": audit_304,
+    "audit-scan": audit_scan,
 }
 
 

@@ -12,7 +12,7 @@ import functools
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,8 @@ _CHUNK_ELEMENTS: Final = 1 << 20
 _LEFT, _RIGHT, _BOTTOM, _GAP, _BAR = 72, 100, 46, 14, 16
 # the difference picture's width and height, in pixels
 DIFFERENCE_SIZE: Final = (900, 640)
+# an audit's title: its margin and line height (pixels)
+_MARGIN, _LINE = 8, 17
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,23 +234,27 @@ def audit(
     height: int = 560,
 ) -> bytes:
     """An audit's error against position, log-log: one line per path (``name``, the bands'
-    geometric middles, their largest errors), the thresholds dashed."""
-    wrapped = _wrap(title, width - _LEFT)
-    top = 24 + 16 * (wrapped.count("\n") + 1)
+    geometric middles, their largest errors), the thresholds dashed; the title's lines fit
+    the picture (:func:`service.titles.wrap`)."""
     figure = _figure(width, height)
-    right = 190  # the legend, beside the plot
-    plot = (_LEFT / width, _BOTTOM / height, (width - _LEFT - right) / width)
+    shown = _wrap(title, width - 2 * _MARGIN)
+    figure.text(0.5, 1 - _MARGIN / height, shown, ha="center", va="top", fontsize=titles.TITLE_SIZE)
+    top = _MARGIN + _LINE * (shown.count("\n") + 1) + 16  # and room for the axis' ticks
+    plot = (_LEFT / width, _BOTTOM / height, (width - _LEFT - 190) / width)  # legend: 190 px
     axes = figure.add_axes((*plot, (height - top - _BOTTOM) / height))
     floor = 1e-12  # an error of 0 (exact entries) is drawn at the floor of the log scale
-    for name, middles, errors in lines:
-        axes.plot(middles, np.maximum(np.asarray(errors), floor), marker=".", label=name)
+    # paths coincide (float32-positions is the library below 2^24): thinner lines hide none
+    for index, (name, middles, errors) in enumerate(lines):
+        wider = (len(lines) - 1 - index) / max(len(lines) - 1, 1)  # 1 first, 0 last
+        y, dashes = np.maximum(np.asarray(errors), floor), ("-", "--", "-.", ":")[index % 4]
+        style: dict[str, Any] = {"lw": 1 + 3 * wider, "ms": 3 + 6 * wider, "label": name}
+        axes.plot(middles, y, dashes, marker="osv^DPX*h"[index % 9], **style)
     for threshold in thresholds:
         axes.axhline(threshold, color="#b2182b", linestyle="--", linewidth=0.8)
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("position (middle of each band)")
     axes.set_ylabel("largest |error| in the band")
-    axes.set_title(wrapped, fontsize="medium")
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     out = io.BytesIO()
     figure.savefig(

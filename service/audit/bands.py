@@ -4,7 +4,9 @@ The positions ``0 .. max_len-1`` fall in bands: powers of two (``[0, 1)``, ``[1,
 ``[2, 4)``, ...), or the edges a client gives. A band of at most :data:`SAMPLES` positions
 is evaluated whole; a longer one at about :data:`SAMPLES` positions spread over it (its
 first ones, then at an odd stride, and its last): an audit costs bands × samples × width,
-whatever ``max_len``.
+whatever ``max_len``. How many positions that is, and the most a refinement evaluates, are
+counted here without building them (:func:`count`, :func:`refined`): what an audit will
+cost is known before any array is made.
 A band's largest and mean error are over the positions evaluated in it.
 
 The first position where a path's error passes a threshold (or where its angle is off by
@@ -52,6 +54,11 @@ def bands(max_len: int, edges: Sequence[int] | None = None) -> list[Band]:
     return [Band(a, b) for a, b in itertools.pairwise(cuts)]
 
 
+def stride(length: int, count: int = SAMPLES) -> int:
+    """The stride of :func:`spread` over ``length`` positions (more than ``count``)."""
+    return (length // (count - HEAD)) | 1
+
+
 def spread(start: int, stop: int, count: int = SAMPLES) -> NDArray[np.int64]:
     """Positions ``start .. stop-1``: all of them, or about ``count``: the first
     :data:`HEAD` (where a cast first loses integers: 2^k + 1), then every ``stride``-th
@@ -59,15 +66,30 @@ def spread(start: int, stop: int, count: int = SAMPLES) -> NDArray[np.int64]:
     every cast keeps), and the last."""
     if stop - start <= count:
         return np.arange(start, stop, dtype=np.int64)
-    stride = ((stop - start) // (count - HEAD)) | 1
     picked = np.concatenate(
         [
             np.arange(start, start + HEAD, dtype=np.int64),
-            np.arange(start + HEAD, stop, stride, dtype=np.int64),
+            np.arange(start + HEAD, stop, stride(stop - start, count), dtype=np.int64),
             np.array([stop - 1], dtype=np.int64),
         ]
     )
     return np.unique(picked)
+
+
+def sampled(start: int, stop: int, count: int = SAMPLES, above: int = 0) -> int:
+    """How many of :func:`spread`'s positions are at or past ``above``, counted: none is
+    built."""
+    low = max(start, above)
+    if low >= stop:
+        return 0
+    if stop - start <= count:
+        return stop - low
+    step, strided = stride(stop - start, count), start + HEAD
+    first = max(0, min(strided, stop) - low)  # of the first HEAD
+    skipped = -(-(low - strided) // step) if low > strided else 0
+    points = max(0, -(-(stop - strided) // step) - skipped)
+    last = 0 if (stop - 1 - strided) % step == 0 else 1  # unless a stride lands on it
+    return first + points + last
 
 
 def plan(chosen: Sequence[Band]) -> NDArray[np.int64]:
@@ -75,33 +97,55 @@ def plan(chosen: Sequence[Band]) -> NDArray[np.int64]:
     return np.unique(np.concatenate([spread(band.start, band.stop) for band in chosen]))
 
 
+def count(chosen: Sequence[Band], head: int = 0) -> int:
+    """How many positions :func:`plan` gives with every position below ``head`` added (the
+    bands cover ``0 .. head-1``), counted in the bands' number of steps: none is built."""
+    return head + sum(sampled(band.start, band.stop, above=head) for band in chosen)
+
+
+def widest(chosen: Sequence[Band]) -> int:
+    """The widest gap between two positions next to each other in :func:`plan`."""
+    return max(
+        (stride(band.stop - band.start) for band in chosen if band.stop - band.start > SAMPLES),
+        default=1,
+    )
+
+
+def refined(gap: int) -> int:
+    """The most positions :func:`refine` evaluates between two positions ``gap`` apart
+    (each round's window, when the first found is always the farthest from the last)."""
+    total = 0
+    while gap > 1:
+        between = gap - 1
+        if between <= DENSE:
+            return total + between
+        total += sampled(0, between)
+        gap = stride(between)
+    return total
+
+
 def first(
     measure: Measure,
     positions: NDArray[np.int64],
     over: NDArray[np.bool_],
     test: Test,
-    scanned: int = 0,
-    scan_to: int = 0,
     floor: int = 0,
 ) -> int | None:
     """The first position where ``test`` holds: among ``positions`` (where it holds at
-    ``over``; every position below ``scanned`` among them). Where the first found is below
-    ``scan_to``, every position between ``scanned`` and it is evaluated (the first is then
-    exact); else it is refined between the last evaluated position where the test fails and
-    it."""
+    ``over``), refined between the last position evaluated where it fails and it."""
     hits = np.flatnonzero(over)
     if not len(hits):
         return None
     at = int(hits[0])
-    high = int(positions[at])
-    if scanned < high <= scan_to:
-        for start in range(scanned, high, DENSE):
-            window = np.arange(start, min(start + DENSE, high), dtype=np.int64)
-            found = np.flatnonzero(test(*measure(window)))
-            if len(found):
-                return int(window[found[0]])
-        return high
     low = int(positions[at - 1]) if at else floor - 1  # positions start at ``floor``
+    return refine(measure, low, int(positions[at]), test)
+
+
+def refine(measure: Measure, low: int, high: int, test: Test) -> int:
+    """The first position past ``low`` where ``test`` holds, found between ``low`` (where it
+    fails) and ``high`` (where it holds): windows of about :data:`SAMPLES` positions
+    spread between them, closer each time, until at most :data:`DENSE` are left, which are
+    evaluated whole."""
     while high - low > 1:
         dense = high - low - 1 <= DENSE
         window = spread(low + 1, high, DENSE if dense else SAMPLES)

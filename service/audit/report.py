@@ -1,36 +1,55 @@
 """An audit's answer: for each path, its error against the exact table by position band,
 the first positions where it passes the thresholds, and, for a rotary table, the first
-where a pair's angle is off by more than pi/2 (the table then points the wrong way)."""
+where a pair's angle is off by more than pi/2 (the table points the wrong way).
+
+The positions are evaluated a few hundred thousand entries at a time, the exact ones once
+for every path (:mod:`.tally` keeps what each path's figures need): what an audit holds
+does not grow with its positions or its width. What it evaluates is counted before it
+runs (:func:`cost`): the positions of its plan, every path's entries and the exact ones
+there, the dense scan of the first crossings below :data:`SCAN_FIRST` entries (shared by
+the paths, the exact entries once), and the refinements past it."""
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
-from service.audit import bands, envelope, paths
-from service.audit.paths import Path
-from service.encodings.alibi import BiasKey
+from service.audit import bands, paths, tally
+from service.audit.tally import DEVICE, Matrixer
+from service.encodings import registry
 from service.encodings.registry import Key
 from service.encodings.rotary import RotaryKey
 
-DEVICE: Final = "device"
-DEVICE_DESCRIPTION: Final = (
-    "What a GPU's math library may produce (an estimate): an envelope from the documented "
-    "ulp bounds of CUDA's powf (4), sinf and cosf (2) in transformers' operation order; its "
-    "errors are the envelope's, the largest a device may give."
-)
-Matrix = NDArray[np.float64]
-# a path's differences from the exact entries at positions, and where its angles point wrong
-Matrixer = Callable[..., tuple[Matrix, NDArray[np.bool_] | None]]
 # the entries evaluated at every position from 0 (each path's and the exact ones)
 SCAN: Final = 1 << 21
 # a first crossing below this many entries' positions is found by evaluating every position
 SCAN_FIRST: Final = 1 << 23
+
+
+# what an entry an audit evaluates costs, in table numbers (``Runtime.compute``'s unit):
+# the exact entry in double-double, a path's arithmetic and its error, 13 to 70 ns against
+# a table's 4 (measured over Llama 3.1's, small and wide audits)
+NUMBER_COST: Final = 16
+# and what a path costs whatever its positions (its steps for each chunk, band and test:
+# about 0.2 ms), so that no audit of every path passes for a small one
+PATH_COST: Final = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What an audit evaluates: the positions of its plan (every path's entries and the
+    exact ones at each), the entries it evaluates at most (scans and refinements
+    included), and what that costs in table numbers (``charge``: its lane and its turn are
+    chosen from it), with the preparation of its exact table."""
+
+    positions: int
+    numbers: int
+    charge: int
 
 
 def names(key: Key) -> list[str]:
@@ -39,43 +58,51 @@ def names(key: Key) -> list[str]:
     return [*found, DEVICE] if isinstance(key, RotaryKey) else found
 
 
-def _worst(key: Key) -> float:
-    """The largest difference two entries can have: cos and sin times the attention factor
-    (ALiBi's have no bound: the entry's own magnitude counts)."""
-    if isinstance(key, BiasKey):
-        return 0.0
-    return 2 * key.attention if isinstance(key, RotaryKey) else 2.0
+def _reach(key: Key, max_len: int) -> tuple[int, int]:
+    """Below which position every position is evaluated, and below which a first crossing
+    is found by evaluating every position before it."""
+    width = paths.width(key)
+    return min(max_len, SCAN // width), min(max_len, SCAN_FIRST // width)
 
 
-def _differences(
-    key: Key, path: Path, positions: NDArray[np.int64], exact: Matrix | None = None
-) -> tuple[Matrix, NDArray[np.bool_] | None]:
-    got = path.values(key, positions)
-    exact = paths.exact(key, positions) if exact is None else exact
-    broken = ~np.isfinite(got)
-    with np.errstate(invalid="ignore"):
-        differences = np.abs(got - exact)
-    # what cannot be read is as wrong as an entry can be (ALiBi: its whole magnitude)
-    differences[broken] = np.maximum(_worst(key), np.abs(exact))[broken]
-    if not isinstance(key, RotaryKey):
-        return differences, None
-    pairs = key.pairs
-    with np.errstate(invalid="ignore"):
-        turned = np.arctan2(got[:, pairs:], got[:, :pairs]) - np.arctan2(
-            exact[:, pairs:], exact[:, :pairs]
-        )
-    wrapped = np.abs((turned + np.pi) % (2 * np.pi) - np.pi)
-    misdirected = (wrapped > np.pi / 2) | broken[:, :pairs] | broken[:, pairs:]
-    anywhere: NDArray[np.bool_] = np.any(misdirected, axis=1)
-    return differences, anywhere
+def cost(key: Key, max_len: int, chosen: Sequence[str], edges: Sequence[int] | None) -> Cost:
+    """What :func:`audit` will evaluate, counted in the bands' number of steps: no array is
+    built (a request's limits and lane are chosen from it before any work)."""
+    spans = bands.bands(max_len, edges)
+    scanned, scan_to = _reach(key, max_len)
+    positions = bands.count(spans, scanned)
+    width, tables = paths.width(key), len(chosen) + 1  # each path's, and the exact ones
+    tests = len(bands.THRESHOLDS) + isinstance(key, RotaryKey)
+    numbers = (positions + scan_to - scanned) * width * tables
+    if max_len > scan_to:  # each crossing past the scan refined: a path's and the exact
+        numbers += len(chosen) * tests * bands.refined(bands.widest(spans)) * width * 2
+    preparation = registry.preparation(paths.exact_key(key))
+    charge = numbers * NUMBER_COST + len(chosen) * PATH_COST + preparation
+    return Cost(positions, numbers, charge)
 
 
-def _device(
-    key: RotaryKey, positions: NDArray[np.int64], exact: Matrix | None = None
-) -> tuple[Matrix, NDArray[np.bool_]]:
-    entry, drift = envelope.bounds(key, positions)
-    anywhere: NDArray[np.bool_] = np.any(drift > np.pi / 2, axis=1)
-    return entry, anywhere
+def plan(key: Key, max_len: int, spans: Sequence[bands.Band]) -> NDArray[np.int64]:
+    """The positions evaluated: the bands' samples, and every position up to
+    :data:`SCAN` entries (where the thresholds are usually first passed: found exactly)."""
+    return np.concatenate([np.empty(0, np.int64), *_chunks(key, max_len, spans)])
+
+
+def _chunks(key: Key, max_len: int, spans: Sequence[bands.Band]) -> Iterator[NDArray[np.int64]]:
+    """:func:`plan`'s positions in order, a chunk at a time: the plan itself is never held
+    (2^21 positions and their union were +100 MiB)."""
+    head, rows = _reach(key, max_len)[0], tally.rows(key)
+    for start in range(0, head, rows):
+        yield np.arange(start, min(start + rows, head), dtype=np.int64)
+    waiting: list[NDArray[np.int64]] = []
+    for span in spans:
+        if span.stop > head:
+            at = bands.spread(span.start, span.stop)
+            waiting.append(at[at >= head])
+        if waiting and (span is spans[-1] or sum(map(len, waiting)) >= rows):
+            joined = np.concatenate(waiting)
+            waiting = []
+            for start in range(0, len(joined), rows):
+                yield joined[start : start + rows]
 
 
 def audit(
@@ -83,35 +110,87 @@ def audit(
 ) -> dict[str, Any]:
     """The audit of ``key``'s table to ``max_len``, for the ``chosen`` paths."""
     spans = bands.bands(max_len, edges)
-    positions = plan(key, max_len, spans)
-    exact = paths.exact(key, positions)  # once, for every path
-    table_paths = {path.name: path for path in paths.paths_of(key)}
+    scanned, scan_to = _reach(key, max_len)
+    matrices = [tally.matrixer(key, name) for name in chosen]
+    tallies = [tally.Tally.of(spans, _tests(key)) for _ in chosen]
+    exact = any(name != DEVICE for name in chosen)
+    for at in _chunks(key, max_len, spans):
+        reference = paths.exact(key, at) if exact else None  # once, for every path
+        for matrix, kept in zip(matrices, tallies, strict=True):
+            kept.add(at, *matrix.run(at, reference))
+    _scan(key, matrices, tallies, scanned, scan_to)
     answers = []
-    found: dict[str, Any] = {"thresholds": [_label(t) for t in bands.THRESHOLDS]}
-    for name in chosen:
-        matrix: Matrixer
-        if name == DEVICE and isinstance(key, RotaryKey):
-            matrix, description = functools.partial(_device, key), DEVICE_DESCRIPTION
-        else:
-            path = table_paths[name]
-            matrix, description = functools.partial(_differences, key, path), path.description
-        rotary = isinstance(key, RotaryKey)
-        differences = matrix(positions, exact)
-        scan = min(max_len, SCAN // paths.width(key)), min(max_len, SCAN_FIRST // paths.width(key))
-        answers.append(
-            _path(name, description, matrix, differences, positions, spans, rotary, *scan)
-        )
-    found["every_position_below"] = min(max_len, SCAN // paths.width(key))
-    found["exact_below"] = min(max_len, SCAN_FIRST // paths.width(key))
-    found["paths"] = answers
-    return found
+    for matrix, kept in zip(matrices, tallies, strict=True):
+        measure = tally.measure(key, matrix)
+        crossings = [
+            None if hit is None else bands.refine(measure, low, hit, test)
+            for (low, hit), test in zip(kept.hits, kept.tests, strict=True)
+        ]
+        answers.append(_answer(key, matrix, kept, crossings))
+    return {
+        "thresholds": [_label(t) for t in bands.THRESHOLDS],
+        "every_position_below": scanned,
+        "exact_below": scan_to,
+        "paths": answers,
+    }
 
 
-def plan(key: Key, max_len: int, spans: Sequence[bands.Band]) -> NDArray[np.int64]:
-    """The positions evaluated: the bands' samples, and every position up to
-    :data:`SCAN` entries (where the thresholds are usually first passed: found exactly)."""
-    head = np.arange(min(max_len, SCAN // paths.width(key)), dtype=np.int64)
-    return np.union1d(bands.plan(spans), head)
+def _tests(key: Key) -> list[bands.Test]:
+    thresholds: list[bands.Test] = [_passes(t) for t in bands.THRESHOLDS]
+    return [*thresholds, _misdirected] if isinstance(key, RotaryKey) else thresholds
+
+
+def _scan(
+    key: Key,
+    matrices: Sequence[Matrixer],
+    tallies: Sequence[tally.Tally],
+    scanned: int,
+    scan_to: int,
+) -> None:
+    """The first crossings found between ``scanned`` and ``scan_to``, made exact: every
+    position from ``scanned`` to each is evaluated, once for all of them (the exact entries
+    once for every path)."""
+    waiting = {
+        (index, test): hit
+        for index, kept in enumerate(tallies)
+        for test, (low, hit) in enumerate(kept.hits)
+        if hit is not None and hit - low > 1 and scanned < hit <= scan_to
+    }
+    start, rows = scanned, tally.rows(key)
+    while waiting:
+        stop = min(max(waiting.values()), start + rows)
+        at = np.arange(start, stop, dtype=np.int64)
+        open_paths = sorted({index for index, _ in waiting})
+        needs_exact = any(matrices[index].uses_exact for index in open_paths)
+        reference = paths.exact(key, at) if needs_exact else None
+        for index in open_paths:
+            found = matrices[index].run(at, reference)
+            largest, misdirected = found[0].max(axis=1), found[1]
+            for (path, test), hit in list(waiting.items()):
+                if path != index:
+                    continue
+                passed = np.flatnonzero(tallies[path].tests[test](largest, misdirected))
+                passed = passed[at[passed] < hit]
+                if len(passed) or stop >= hit:
+                    found_at = int(at[passed[0]]) if len(passed) else hit
+                    tallies[path].hits[test] = (found_at - 1, found_at)
+                    del waiting[(path, test)]
+        start = stop
+
+
+def _answer(
+    key: Key, matrix: Matrixer, kept: tally.Tally, crossings: list[int | None]
+) -> dict[str, Any]:
+    labels = [_label(t) for t in bands.THRESHOLDS]
+    answer: dict[str, Any] = {
+        "name": matrix.name,
+        "description": matrix.description,
+        "bands": kept.rows(),
+        "first_over": dict(zip(labels, crossings, strict=False)),
+    }
+    if isinstance(key, RotaryKey):
+        answer["first_misdirected"] = crossings[len(labels)]
+    return answer
 
 
 def _label(threshold: float) -> str:
@@ -132,51 +211,3 @@ def _misdirected(
 ) -> NDArray[np.bool_]:
     assert misdirected is not None
     return misdirected
-
-
-def _path(
-    name: str,
-    description: str,
-    matrix: Matrixer,
-    found: tuple[Matrix, NDArray[np.bool_] | None],
-    positions: NDArray[np.int64],
-    spans: Sequence[bands.Band],
-    rotary: bool,
-    scanned: int,
-    scan_to: int,
-) -> dict[str, Any]:
-    differences, misdirected = found
-    largest = differences.max(axis=1)
-
-    def measure(at: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.bool_] | None]:
-        found, turned = matrix(at)
-        return found.max(axis=1), turned
-
-    rows = []
-    for span in spans:
-        inside = (positions >= span.start) & (positions < span.stop)
-        rows.append(
-            {
-                "start": span.start,
-                "stop": span.stop,
-                "samples": int(inside.sum()),
-                "max_error": float(differences[inside].max()),
-                "mean_error": float(differences[inside].mean()),
-            }
-        )
-    scan = (scanned, scan_to)
-    first_over = {
-        _label(t): bands.first(measure, positions, largest > t, _passes(t), *scan)
-        for t in bands.THRESHOLDS
-    }
-    answer: dict[str, Any] = {
-        "name": name,
-        "description": description,
-        "bands": rows,
-        "first_over": first_over,
-    }
-    if rotary and misdirected is not None:
-        answer["first_misdirected"] = bands.first(
-            measure, positions, misdirected, _misdirected, *scan
-        )
-    return answer

@@ -9,6 +9,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from service.errors import InvalidParameter
+from service.schemas.common import Aliased
 
 # the table's parameters an audit does not take: it measures every entry, in float64
 DROPPED: Final = frozenset(
@@ -17,8 +18,9 @@ DROPPED: Final = frozenset(
 MAX_EDGES: Final = 64
 
 
-class AuditFields(BaseModel):
-    """What an audit measures, and how it answers."""
+class AuditFields(Aliased):
+    """What an audit measures, and how it answers (and the other names of the table's
+    parameters that the table's query takes: rotary's ``rope_theta``, ``rope_type``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -41,13 +43,17 @@ class AuditFields(BaseModel):
 
 
 def audit_query(table: type[BaseModel], name: str) -> type[AuditFields]:
-    """``table``'s parameters but :data:`DROPPED`, with :class:`AuditFields`."""
+    """``table``'s parameters but :data:`DROPPED`, and their other names, with
+    :class:`AuditFields`."""
     fields: dict[str, Any] = {
         field: (info.annotation, info)
         for field, info in table.model_fields.items()
         if field not in DROPPED
     }
-    return create_model(name, __base__=AuditFields, **fields)
+    query = create_model(name, __base__=AuditFields, **fields)
+    aliases = getattr(table, "ALIASES", {})
+    query.ALIASES = {alias: field for alias, field in aliases.items() if field in fields}
+    return query
 
 
 def chosen(text: str | None, known: list[str]) -> list[str]:

@@ -15,8 +15,12 @@ import numpy as np
 import orjson
 import pytest
 
+from service import handlers
 from service.app import create_app
+from service.audit import bands, report
+from service.runtime import QUICK_ELEMENTS, Runtime
 from service.settings import Settings
+from tests.audit.counting import counting
 from tests.support import assert_problem, in_process
 
 LLAMA = (
@@ -217,3 +221,165 @@ def test_alibis_bias_by_distance(http: httpx.Client) -> None:
     assert paths["fp16-table"]["first_over"]["1e-1"] is not None
     assert paths["fp16-table"]["bands"][-1]["max_error"] >= 65504
     assert paths["bf16-positions"]["first_over"]["1e-3"] == 257
+
+
+def refuse(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("computed before the 304")
+
+
+def test_a_current_tag_is_answered_before_anything_is_computed(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Query strings that name the same table (the replay layer keys on their text) get
+    their 304 with no position planned and no array built: it held the event loop 1.5-5 s
+    (``np.union1d`` of 2^21 positions) before."""
+    url = "/v1/audit/sinusoidal?max_len=4096&d_model=8&paths=library&base="
+    etag = http.get(url + "10000").headers["etag"]
+    for name in ("plan", "audit"):
+        monkeypatch.setattr(report, name, refuse)
+    for name in ("plan", "spread"):
+        monkeypatch.setattr(bands, name, refuse)
+    for name in ("arange", "unique", "union1d", "concatenate"):
+        monkeypatch.setattr(np, name, refuse)
+    for base in ("10000.0", "1e4", "10000.00"):
+        answer = http.get(url + base, headers={"if-none-match": etag})
+        assert answer.status_code == 304, answer.text
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """What an audit request was charged (the elements its computation names) and the
+    turns it took."""
+    seen: list[tuple[str, int]] = []
+    compute, turn = Runtime.compute, handlers.turn
+
+    async def charged(self: Runtime, elements: int, work: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(work, "func", None) is report.audit:
+            seen.append(("compute", elements))
+        return await compute(self, elements, work, *args, **kwargs)
+
+    def turned(runtime: Runtime, large: bool) -> Any:
+        seen.append(("turn", large))
+        return turn(runtime, large)
+
+    monkeypatch.setattr(Runtime, "compute", charged)
+    monkeypatch.setattr(handlers, "turn", turned)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # the dense scan of the first crossings (the attack, scaled), the refinements
+        pytest.param("max_len=4096&head_dim=2&scaling=linear&factor=0.1&base=31", id="scan"),
+        pytest.param("max_len=1048576&head_dim=2&scaling=linear&factor=0.1&base=37", id="refine"),
+        pytest.param(f"max_len=100000&{LLAMA}&bands=7,300,5000", id="llama-bands"),
+    ],
+)
+def test_an_audit_is_charged_all_it_evaluates(
+    http: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    recorded: list[tuple[str, int]],
+    query: str,
+) -> None:
+    """Every path, the exact entries, the dense scans and the refinements are counted in
+    the charge that chooses the lane (the scans cost 9.2 CPU s where 2.9 s were charged)."""
+    monkeypatch.setattr(report, "SCAN", 1 << 8)  # the head and the scan, small
+    monkeypatch.setattr(report, "SCAN_FIRST", 1 << 13)
+    evaluated = counting(monkeypatch)
+    answer = http.get(f"/v1/audit/rotary?{query}")
+    assert answer.status_code == 200, answer.text
+    charged = [elements for what, elements in recorded if what == "compute"]
+    assert len(charged) == 1
+    assert 0 < evaluated[0] <= charged[0]
+
+
+def test_an_audit_past_the_quick_lanes_budget_takes_the_cpu_lane_and_a_turn(
+    http: httpx.Client, recorded: list[tuple[str, int]]
+) -> None:
+    """2,048 positions of 128 entries were charged 2^18 numbers and took the quick lane (0.3
+    CPU s each: one-row tables waited behind them); a two-position audit still takes it."""
+    answer = http.get("/v1/audit/rotary?max_len=2048&head_dim=128&base=10001")
+    assert answer.status_code == 200, answer.text
+    assert ("turn", True) in recorded
+    assert [what for what, _ in recorded if what == "compute"] == ["compute"]
+    assert recorded[-1][1] > QUICK_ELEMENTS
+    recorded.clear()
+    small = http.get("/v1/audit/rotary?max_len=2&head_dim=2&paths=library&base=10001")
+    assert small.status_code == 200, small.text
+    assert recorded == [("turn", False), ("compute", recorded[-1][1])]
+    assert recorded[-1][1] <= QUICK_ELEMENTS
+
+
+def test_the_format_follows_accept(http: httpx.Client) -> None:
+    url = "/v1/audit/rotary?max_len=64&head_dim=8"
+    picture = http.get(url, headers={"accept": "image/png"})
+    assert picture.headers["content-type"] == "image/png"
+    assert picture.headers["vary"] == "Accept"
+    assert picture.content.startswith(b"\x89PNG")
+    document = http.get(url, headers={"accept": "application/json, image/png;q=0.5"})
+    assert document.headers["content-type"] == "application/json"
+    assert document.headers["vary"] == "Accept"
+    assert document.headers["etag"] != picture.headers["etag"]
+    assert http.get(url, headers={"accept": "*/*"}).headers["content-type"] == "application/json"
+    refused = http.get(url, headers={"accept": "application/x-npy"})
+    assert_problem(refused, 406, "image/png", "application/json")
+    named = http.get(url + "&format=json", headers={"accept": "image/png"})
+    assert named.headers["content-type"] == "application/json"
+    assert "vary" not in named.headers
+    posted = http.post(
+        "/v1/audit/rotary/from-config?max_len=64",
+        content=orjson.dumps({"head_dim": 8, "max_position_embeddings": 64}),
+        headers={"content-type": "application/json", "accept": "application/x-npy"},
+    )
+    assert_problem(posted, 406, "image/png")
+
+
+def test_hugging_faces_names_are_taken(http: httpx.Client) -> None:
+    """``rope_theta`` and ``rope_type``, as the table's GET and compare take them."""
+    named = http.get(f"/v1/audit/rotary?max_len=64&{LLAMA}&paths=library")
+    renamed_query = LLAMA.replace("base=", "rope_theta=").replace("scaling=", "rope_type=")
+    renamed = http.get(f"/v1/audit/rotary?max_len=64&{renamed_query}&paths=library")
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json() == named.json()
+    assert renamed.headers["etag"] == named.headers["etag"]
+    both = http.get(f"/v1/audit/rotary?max_len=64&{LLAMA}&rope_theta=10000")
+    assert_problem(both, 422, "rope_theta", "base")
+
+
+def longrope(pairs: int) -> dict[str, Any]:
+    """A longrope config whose factors fill many lines of a picture's title."""
+    factors = {
+        "long_factor": [1 + k / 81 for k in range(pairs)],
+        "short_factor": [1 + k / 997 for k in range(pairs)],
+    }
+    return {
+        "head_dim": 2 * pairs,
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {"rope_type": "longrope", **factors},
+    }
+
+
+def test_a_long_title_fits_the_picture(http: httpx.Client) -> None:
+    """A title taller than the picture (a longrope model's factors) was a 500."""
+    config = longrope(128)
+    scaling = config["rope_scaling"]
+    query = (
+        f"max_len=64&head_dim={config['head_dim']}&scaling=longrope&paths=library"
+        "&max_position_embeddings=131072&original_max_position_embeddings=4096"
+        + "".join(
+            f"&{name}={','.join(map(str, scaling[name]))}"
+            for name in ("long_factor", "short_factor")
+        )
+    )
+    picture = http.get(f"/v1/audit/rotary?{query}&format=png")
+    assert picture.status_code == 200, picture.text
+    assert picture.content.startswith(b"\x89PNG")
+    posted = http.post(
+        "/v1/audit/rotary/from-config?format=png&paths=library&max_len=64",
+        content=orjson.dumps(config),
+        headers={"content-type": "application/json"},
+    )
+    assert posted.status_code == 200, posted.text
+    assert posted.content.startswith(b"\x89PNG")

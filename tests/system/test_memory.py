@@ -143,6 +143,32 @@ CASES = [
         lambda answer, body: 64 * 2048 * 2048 / MiB + 64 + 48 + SLACK,
         id="heatmap-2048x2048-of-64MiB",
     ),
+    pytest.param(
+        "GET",
+        "/v1/audit/temperature?max_len=2147483647",
+        None,
+        # a few chunks of 2^18 entries and its bands' samples, whatever its positions (the
+        # plan of 2^21 positions and their union were held whole: +248 MiB)
+        lambda answer, body: 32 + SLACK,
+        id="audit-of-2^21-positions",
+    ),
+    pytest.param(
+        "GET",
+        "/v1/audit/sinusoidal?max_len=512&d_model=65536&paths=library",
+        None,
+        # rows of 65,536 entries, within the audit's limit: each path's matrix was held
+        # whole with its temporaries (+1315 MiB)
+        lambda answer, body: 32 + SLACK,
+        id="audit-of-wide-rows",
+    ),
+    pytest.param(
+        "GET",
+        "/v1/audit/rotary?max_len=131072&head_dim=128&base=500000&format=png",
+        None,
+        # and matplotlib itself (about 42 MiB)
+        lambda answer, body: 32 + 48 + SLACK,
+        id="audit-png",
+    ),
 ]
 
 
