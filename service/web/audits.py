@@ -24,13 +24,12 @@ from service.encodings import registry
 from service.errors import InvalidParameter
 from service.runtime import QUICK_ELEMENTS, Runtime
 from service.schemas.audit import DROPPED, AuditFields, audit_query, chosen, edges
-from service.schemas.common import Read
 from service.web import layered, openapi
 from service.web.conditional import IMMUTABLE, fields_etag
 from service.web.declared import Declared, FromDocument
 from service.web.deps import endpoint
 from service.web.disconnect import unless_gone
-from service.web.documents import located, posted_document
+from service.web.documents import located, posted_read
 from service.web.negotiation import combined, preferred
 from service.web.responses import not_modified
 
@@ -144,8 +143,7 @@ def from_document(routes: APIRouter, declared: Declared[Any, Any], spec: FromDoc
 
     async def post(query: Any, request: Request, runtime: Runtime) -> Response:
         asked = query.model_dump(exclude_none=True, exclude=set(AuditFields.model_fields))
-        got = spec.fields(await posted_document(request, runtime, spec.read), asked)
-        read = got if isinstance(got, Read) else Read({"": got})
+        read = await posted_read(request, runtime, spec, asked)
         if "" not in read.tables:
             raise InvalidParameter(
                 "layer_type",

@@ -4,7 +4,7 @@ never on the event loop that answers every other client."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import pytest
@@ -35,10 +35,35 @@ def on_a_loop() -> bool:
     return True
 
 
-@pytest.mark.parametrize("query", ["format=npz", "layer_type=full_attention&format=npz"])
-def test_a_config_is_read_off_the_event_loop(monkeypatch: pytest.MonkeyPatch, query: str) -> None:
-    """from-config reads every field of a config (thousands of layers: tens of
-    milliseconds) in a worker thread: the loop only awaits it."""
+COMPARED: Final = {
+    "family": "rotary",
+    "config": GEMMA3,
+    "parameters": {"layer_type": "full_attention"},
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        pytest.param("/v1/encodings/rotary/from-config?format=npz", GEMMA3, id="from-config"),
+        pytest.param(
+            "/v1/encodings/rotary/from-config?layer_type=full_attention&format=npz",
+            GEMMA3,
+            id="from-config-one-type",
+        ),
+        pytest.param(
+            "/v1/audit/rotary/from-config?layer_type=full_attention&max_len=64",
+            GEMMA3,
+            id="audit",
+        ),
+        pytest.param("/v1/compare", {"a": COMPARED, "b": COMPARED, "stop": 4}, id="compare"),
+    ],
+)
+def test_a_config_is_read_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, path: str, body: dict[str, Any]
+) -> None:
+    """from-config, the audit's and compare read every field of a config (thousands of
+    layers: tens of milliseconds) in a worker thread: the loop only awaits it."""
     where: list[bool] = []
     get = hf_config.Reader.get
 
@@ -49,9 +74,7 @@ def test_a_config_is_read_off_the_event_loop(monkeypatch: pytest.MonkeyPatch, qu
     monkeypatch.setattr(hf_config.Reader, "get", spied)
     with in_process(create_app(Settings())) as http:
         answer = http.post(
-            f"/v1/encodings/rotary/from-config?{query}",
-            content=orjson.dumps(GEMMA3),
-            headers={"content-type": "application/json"},
+            path, content=orjson.dumps(body), headers={"content-type": "application/json"}
         )
     assert answer.status_code == 200, answer.text
     assert where  # the config was read, field by field
