@@ -135,6 +135,26 @@ class Reader:
         return Reader(self.values, self.path, self.read, self.seen, known)
 
 
+def model_type(top: Reader, text: Reader) -> str | None:
+    """The text model's ``model_type``, else the config's: a string (transformers looks
+    its config class up by it), else an :class:`InvalidInput` naming it, before anything
+    looks it up."""
+    for reader in (text, top):
+        value = reader.values.get("model_type")
+        if value is not None and not isinstance(value, str):
+            raise InvalidInput(f"{reader.path}model_type", f"must be a string, not {_kind(value)}")
+        if value:
+            return value
+    return None
+
+
+def _kind(value: Any) -> str:
+    """How a problem names the JSON type of ``value``."""
+    if isinstance(value, bool):
+        return "true or false"
+    return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
 def listed(names: list[str]) -> str:
     """The first few of a config's ``names``, each cut short, to quote in a message."""
     listed = ", ".join(shown(name) for name in names[:_FEW])

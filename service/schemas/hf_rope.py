@@ -153,7 +153,11 @@ def table_query(config: Reader, rope: Reader, head_dim: int) -> dict[str, Any]:
 
 
 def as_vllm(
-    top: Reader, text: Reader, model_type: Any, query: dict[str, Any], asked: Mapping[str, Any]
+    top: Reader,
+    text: Reader,
+    model_type: str | None,
+    query: dict[str, Any],
+    asked: Mapping[str, Any],
 ) -> None:
     """``query`` as vLLM reads the config: DeepSeek-V2/V3's scaled rope is its
     DeepseekScalingRotaryEmbedding (``models/deepseek_v2.py``), and the table is kept in the
