@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json as stdlib_json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -134,7 +135,7 @@ def _document(
                 f"not valid JSON: nested too deeply ({exc}); arrays have at most "
                 f"{MAX_DIMS} dimensions"
             ) from None
-        raise MalformedBody(f"not valid JSON (NaN and Infinity are not JSON): {exc}") from None
+        raise unreadable(exc, body, "the body") from None
     if not isinstance(document, dict):
         raise InvalidInput("body", shape)
     _refuse_repeated_fields(body)
@@ -142,6 +143,29 @@ def _document(
     if unknown:
         raise InvalidInput(shown(unknown[0]), f"is not a field ({', '.join(fields)})")
     return document
+
+
+# a field's name just before a number: ``"rope_theta": 1000...``, or in its list
+_FIELD_BEFORE: Final = re.compile(rb'"([^"\\]{1,64})"\s*:[\s\[\],0-9.eE+-]*$')
+_NUMBER: Final = re.compile(rb"-?[0-9.eE+-]*")
+
+
+def unreadable(exc: orjson.JSONDecodeError, body: bytes | bytearray, what: str) -> MalformedBody:
+    """Why orjson could not read ``body`` (``what`` it is) as a client can act on it: a
+    number past float64's range (orjson reads an integer past 64 bits as a float, and 400
+    digits as infinity) is said so, with the field that holds it where the body says."""
+    if not str(exc).startswith("number is infinity"):
+        return MalformedBody(f"{what} is not valid JSON (NaN and Infinity are not JSON): {exc}")
+    number = _NUMBER.match(body, exc.pos)
+    digits = len(number[0]) if number else 0
+    before = _FIELD_BEFORE.search(bytes(body[max(0, exc.pos - 4096) : exc.pos]))
+    field = {} if before is None else {"field": shown(before[1].decode("utf-8", "replace"))}
+    held = f" in {field['field']}" if field else ""
+    return MalformedBody(
+        f"{what} holds a number{held} out of range: {digits:,} characters, past float64's "
+        f"1.8e308 (JSON numbers are read as float64), at line {exc.lineno} column {exc.colno}",
+        **field,
+    )
 
 
 def _refuse_repeated_fields(body: bytes | bytearray) -> None:

@@ -84,8 +84,7 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     ``binary_data_size``. JSON tensors hold at most ``numbers`` numbers in all."""
     view = memoryview(body)
     head = view if length is None else view[:length]
-    parsed = body.count(b",", 0, len(head)) + 1
-    numbers.check("the JSON header's numbers", parsed)
+    numbers.check("the JSON header's numbers", parsed := body.count(b",", 0, len(head)) + 1)
     objects, quotes, lists = (body.count(mark, 0, len(head)) for mark in (b"{", b'"', b"["))
     for mark, count, most in ((b"{", objects, MAX_OBJECTS), (b'"', quotes, MAX_QUOTES)):
         if count > most:

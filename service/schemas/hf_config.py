@@ -10,6 +10,7 @@ from typing import Any, Final
 
 import orjson
 
+from service.codecs.json import unreadable
 from service.errors import InvalidInput, MalformedBody
 from service.schemas.hf_classes import ConfigClass
 from service.text import shown
@@ -178,7 +179,7 @@ def read_config(body: bytes | bytearray, what: str = "the config") -> dict[str, 
     try:
         config = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise MalformedBody(f"{what} is not JSON: {exc}") from None
+        raise unreadable(exc, body, what) from None
     if not isinstance(config, dict):
         raise InvalidInput("body", f"{what} must be a JSON object")
     _refuse_repeated_keys(body, what)
