@@ -150,3 +150,12 @@ def test_an_mrope_layouts_config_model_type_of_the_wrong_type_is_refused(
         headers={"content-type": "application/json"},
     )
     assert answer.status_code == 422, answer.text
+
+
+def test_the_default_rope_theta_is_named(http: httpx.Client) -> None:
+    """X-Config-Fields names the defaults taken, rope_theta's too (it named none)."""
+    answer = http.post(
+        ROTARY, content=json.dumps(LLAMA), headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert "rope_theta=10000.0" in answer.headers["x-config-fields"].split(", ")
