@@ -153,7 +153,8 @@ def _kind(value: Any) -> str:
     """How a problem names the JSON type of ``value``."""
     if isinstance(value, bool):
         return "true or false"
-    return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def listed(names: list[str]) -> str:

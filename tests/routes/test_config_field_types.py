@@ -68,10 +68,21 @@ TOP = [
     "no_rope_layers",
     "no_rope_layer_interval",
 ]
-GPTJ = ("n_embd", "n_head", "n_positions", "n_layer", "rotary_dim")
-ROPE = ("rope_type", "type", "rope_theta", "partial_rotary_factor", "mrope_section")
+GPTJ: tuple[str, ...] = ("n_embd", "n_head", "n_positions", "n_layer", "rotary_dim")
+ROPE: tuple[str, ...] = (
+    "rope_type",
+    "type",
+    "rope_theta",
+    "partial_rotary_factor",
+    "mrope_section",
+)
 ROPE += ("mrope_interleaved", *scalings.ALL_PARAMETERS)
-LLAMA4_FIELDS = ("floor_scale", "attn_scale", "attn_temperature_tuning", "no_rope_layers")
+LLAMA4_FIELDS: tuple[str, ...] = (
+    "floor_scale",
+    "attn_scale",
+    "attn_temperature_tuning",
+    "no_rope_layers",
+)
 LLAMA4_FIELDS += ("no_rope_layer_interval", "num_hidden_layers", "max_position_embeddings")
 LLAMA4_FIELDS += ("model_type",)
 WRONG = {"list": ["x", 1], "object": {"a": 1}, "number": -1.5, "true": True, "null": None}
@@ -99,7 +110,7 @@ def cases() -> Iterator[Any]:
     for name in ("sliding_attention", "full_attention"):
         yield pytest.param(ROTARY, GEMMA3, ("rope_parameters", name), id=f"gemma3.{name}")
     for field in ("rope_type", "rope_theta", "factor"):
-        where = ("rope_parameters", "full_attention", field)
+        where: tuple[str, ...] = ("rope_parameters", "full_attention", field)
         yield pytest.param(ROTARY, GEMMA3, where, id=f"gemma3.full_attention.{field}")
     yield pytest.param(ROTARY, GEMMA3, ("per_layer_config", "1"), id="per_layer_config.1")
     yield pytest.param(ROTARY, GEMMA3, ("per_layer_config", "1", "head_dim"), id="plc.head_dim")
