@@ -84,7 +84,7 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
     ``binary_data_size``. JSON tensors hold at most ``numbers`` numbers in all."""
     view = memoryview(body)
     head = view if length is None else view[:length]
-    numbers.check("the JSON header's numbers", body.count(b",", 0, len(head)) + 1)
+    numbers.check("the JSON header's numbers", parsed := body.count(b",", 0, len(head)) + 1)
     objects, quotes, lists = (body.count(mark, 0, len(head)) for mark in (b"{", b'"', b"["))
     for mark, count, most in ((b"{", objects, MAX_OBJECTS), (b'"', quotes, MAX_QUOTES)):
         if count > most:
@@ -92,7 +92,7 @@ def parse(body: bytes | bytearray, length: int | None, numbers: Limit) -> Reques
                 f"the inference header has {count:,} {mark.decode()!r} (JSON objects or "
                 f"strings, and inside strings); at most {most:,}: a request has a few a tensor"
             )
-    json_codec.check_containers(lists + objects, numbers, "the JSON header")
+    json_codec.check_containers(lists + objects, numbers, "the JSON header", parsed)
     try:
         document = orjson.loads(head)
     except orjson.JSONDecodeError as exc:

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 import orjson
 
+from service.codecs.json import unreadable
 from service.errors import InvalidInput, MalformedBody
 from service.schemas.hf_classes import ConfigClass
 from service.text import shown
@@ -135,6 +136,27 @@ class Reader:
         return Reader(self.values, self.path, self.read, self.seen, known)
 
 
+def model_type(top: Reader, text: Reader) -> str | None:
+    """The text model's ``model_type``, else the config's: a string (transformers looks
+    its config class up by it), else an :class:`InvalidInput` naming it, before anything
+    looks it up."""
+    for reader in (text, top):
+        value = reader.values.get("model_type")
+        if value is not None and not isinstance(value, str):
+            raise InvalidInput(f"{reader.path}model_type", f"must be a string, not {_kind(value)}")
+        if value:
+            return value
+    return None
+
+
+def _kind(value: Any) -> str:
+    """How a problem names the JSON type of ``value``."""
+    if isinstance(value, bool):
+        return "true or false"
+    names: dict[type, str] = {list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
+
+
 def listed(names: list[str]) -> str:
     """The first few of a config's ``names``, each cut short, to quote in a message."""
     listed = ", ".join(shown(name) for name in names[:_FEW])
@@ -158,7 +180,7 @@ def read_config(body: bytes | bytearray, what: str = "the config") -> dict[str, 
     try:
         config = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise MalformedBody(f"{what} is not JSON: {exc}") from None
+        raise unreadable(exc, body, what) from None
     if not isinstance(config, dict):
         raise InvalidInput("body", f"{what} must be a JSON object")
     _refuse_repeated_keys(body, what)

@@ -32,7 +32,7 @@ from service.encodings.registry import DType, Rounding
 from service.errors import InvalidInput, InvalidParameter
 from service.schemas.common import Read
 from service.schemas.hf_classes import CLASSES
-from service.schemas.hf_config import KINDS, Reader, listed
+from service.schemas.hf_config import KINDS, Reader, listed, model_type
 from service.schemas.hf_rope import as_vllm, head_dim_of, rope_of, table_query
 from service.schemas.llama4 import rope_layers
 from service.settings import POSITION_CEILING
@@ -127,9 +127,9 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     ``asked["layer_type"]``'s where given), with which layers use which type."""
     top = Reader(config)
     text = top.object("text_config") or top
-    model_type = text.values.get("model_type") or config.get("model_type")
-    text = text.of_class(CLASSES.get(model_type) if isinstance(model_type, str) else None)
-    per_type = _per_type(text, model_type)
+    kind = model_type(top, text)
+    text = text.of_class(None if kind is None else CLASSES.get(kind))
+    per_type = _per_type(text, kind)
     key, chosen = asked.get("head_dim_key"), asked.get("layer_type")
     if per_type is None:
         if chosen is not None:
@@ -138,9 +138,9 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
             )
         query = table_query(text, rope_of(text), head_dim_of(text, key))
         if asked.get("engine") == "vllm":
-            as_vllm(top, text, model_type, query, asked)
-        return Read({"": query}, rope_layers(text, model_type), tuple(text.read))
-    layers = _layer_types(text, model_type, per_type)
+            as_vllm(top, text, kind, query, asked)
+        return Read({"": query}, rope_layers(text, kind), tuple(text.read))
+    layers = _layer_types(text, kind, per_type)
     if chosen is not None and chosen not in per_type:
         raise InvalidParameter(
             "layer_type",
@@ -150,25 +150,25 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     found: dict[str, list[int]] | None = None  # each type's layers, for per_layer_config
     if layers is not None and key is None and text.values.get("per_layer_config") is not None:
         found = {name: [] for name in per_type}
-        for index, kind in enumerate(layers):  # one pass, not one a type
-            found[kind].append(index)
+        for index, layer in enumerate(layers):  # one pass, not one a type
+            found[layer].append(index)
     tables = {
         name: table_query(
             text,
             per_type[name],
-            _head_dim(text, name, model_type, key, None if found is None else found[name]),
+            _head_dim(text, name, kind, key, None if found is None else found[name]),
         )
         for name in names
     }
     if asked.get("engine") == "vllm":
         for table in tables.values():
-            as_vllm(top, text, model_type, table, asked)
+            as_vllm(top, text, kind, table, asked)
     if chosen is not None:
         return Read({"": tables[chosen]}, layers, tuple(text.read))
     return Read(tables, layers, tuple(text.read))
 
 
-def _per_type(text: Reader, model_type: Any) -> dict[str, Reader] | None:
+def _per_type(text: Reader, model_type: str | None) -> dict[str, Reader] | None:
     """Each layer type's rope parameters, or None for a config of one set."""
     legacy = model_type in GEMMA3 or "rope_local_base_freq" in text.values
     if legacy and text.values.get("rope_parameters") is None:
@@ -223,7 +223,9 @@ def _gemma3(text: Reader) -> dict[str, Reader]:
     }
 
 
-def _layer_types(text: Reader, model_type: Any, types: Mapping[str, Reader]) -> list[str] | None:
+def _layer_types(
+    text: Reader, model_type: str | None, types: Mapping[str, Reader]
+) -> list[str] | None:
     """Each layer's type: ``layer_types``, else Gemma's pattern; None where neither says."""
     given = text.values.get("layer_types")
     if given is not None:
@@ -259,7 +261,7 @@ def _layer_types(text: Reader, model_type: Any, types: Mapping[str, Reader]) -> 
 
 
 def _head_dim(
-    text: Reader, name: str, model_type: Any, key: str | None, indices: list[int] | None
+    text: Reader, name: str, model_type: str | None, key: str | None, indices: list[int] | None
 ) -> int:
     """A layer type's head width: as ``per_layer_config`` (transformers 5's saved form,
     by layer index) says for its layers (``indices``, where the config says which they

@@ -113,8 +113,9 @@ def table_query(config: Reader, rope: Reader, head_dim: int) -> dict[str, Any]:
         "base": _first(
             lambda: rope.get("rope_theta"),
             lambda: config.get("rope_theta"),
+            # RotaryEmbeddingConfigMixin's default, named as a class's default is
             lambda: config.get("rotary_emb_base"),
-            lambda: 10000.0,
+            lambda: config.get_or("rope_theta", 10000.0),
         ),
         "partial_rotary_factor": _first(
             lambda: rope.get("partial_rotary_factor"),
@@ -153,7 +154,11 @@ def table_query(config: Reader, rope: Reader, head_dim: int) -> dict[str, Any]:
 
 
 def as_vllm(
-    top: Reader, text: Reader, model_type: Any, query: dict[str, Any], asked: Mapping[str, Any]
+    top: Reader,
+    text: Reader,
+    model_type: str | None,
+    query: dict[str, Any],
+    asked: Mapping[str, Any],
 ) -> None:
     """``query`` as vLLM reads the config: DeepSeek-V2/V3's scaled rope is its
     DeepseekScalingRotaryEmbedding (``models/deepseek_v2.py``), and the table is kept in the

@@ -20,7 +20,7 @@ from service.encodings.temperature import (
 )
 from service.errors import InvalidInput
 from service.schemas.common import Read, below, within
-from service.schemas.hf_config import Reader
+from service.schemas.hf_config import Reader, model_type
 from service.settings import POSITION_CEILING
 
 LLAMA4: Final = frozenset({"llama4", "llama4_text"})
@@ -102,7 +102,7 @@ class TemperatureFromConfig(BaseModel):
     format: TableFormat | None = Field(None, description="As for the GET.")
 
 
-def rope_layers(text: Reader, model_type: Any) -> list[str] | None:
+def rope_layers(text: Reader, model_type: str | None) -> list[str] | None:
     """Each layer's kind, ``rope`` or ``nope``, where the config says (Llama 4)."""
     given = text.get("no_rope_layers")
     if given:
@@ -126,7 +126,7 @@ def temperature_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     """A Llama 4 config's temperature parameters, and which layers use no RoPE."""
     top = Reader(config)
     text = top.object("text_config") or top
-    model_type = text.values.get("model_type") or config.get("model_type")
+    kind = model_type(top, text)
     if text.get("attn_temperature_tuning") is False:
         raise InvalidInput(
             f"{text.path}attn_temperature_tuning", "is false: the model scales no query"
@@ -139,4 +139,4 @@ def temperature_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     mpe = text.get("max_position_embeddings")
     if mpe is not None:
         query["max_len"] = mpe
-    return Read({"": query}, rope_layers(text, model_type), tuple(text.read))
+    return Read({"": query}, rope_layers(text, kind), tuple(text.read))

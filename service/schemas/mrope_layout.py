@@ -100,7 +100,7 @@ class Layout(BaseModel):
         if self.config is not None:
             kind = self.config.get("model_type")
             if model is None:
-                if kind not in MODEL_TYPES:
+                if not isinstance(kind, str) or kind not in MODEL_TYPES:
                     known = ", ".join(MODEL_TYPES)
                     raise InvalidInput(
                         "config.model_type", f"must be one of {known}, or give model"

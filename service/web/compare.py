@@ -37,7 +37,7 @@ from service.web import openapi
 from service.web.declared import Declared
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
-from service.web.documents import posted_document, read_fields
+from service.web.documents import in_table, posted_document, read_fields
 from service.web.negotiation import combined, preferred
 
 PATH: Final = "/v1/compare"
@@ -69,6 +69,8 @@ DRAWN_ROWS: Final = 512
 _OFFERED: Final = {"json": MEDIA_TYPES["json"], "png": "image/png"}
 _FORMATS: Final = tuple(_OFFERED)
 _NO_STORE: Final = {"cache-control": "no-store"}
+# the comparison's own fields, which a table's parameters must not hold (they were ignored)
+_COMPARISON_FIELDS: Final = ("start", "stop", "format")
 
 
 class Spec(NamedTuple):
@@ -97,7 +99,8 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
         accept = combined(request.scope["headers"], b"accept")
         chosen = format or _FORMATS[preferred(accept, list(_OFFERED.values()))]
         vary = {} if format else {"vary": "Accept"}
-        document = await posted_document(request, runtime, read_config)
+        # its length: the lane a config in it is read in
+        size, document = await posted_document(request, runtime, _measured)
         try:
             asked = Comparison.model_validate(document)
         except ValidationError as exc:
@@ -105,8 +108,8 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             raise RequestValidationError(errors) from None
         if asked.stop <= asked.start:
             raise InvalidInput("stop", f"must be above start ({asked.start})")
-        a = await _spec(runtime, known, asked.a, "a", asked.stop)
-        b = await _spec(runtime, known, asked.b, "b", asked.stop)
+        a = await _spec(runtime, known, asked.a, "a", asked.stop, size)
+        b = await _spec(runtime, known, asked.b, "b", asked.stop, size)
         # the entries a position has, from the keys: no row computed on the event loop
         width_a, width_b = audit_paths.width(a.key), audit_paths.width(b.key)
         if width_a != width_b:
@@ -159,6 +162,12 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
     return routes
 
 
+def _measured(body: bytes | bytearray) -> tuple[int, dict[str, Any]]:
+    """The posted body's length, and the body read as a config is (bounded, no key given
+    twice)."""
+    return len(body), read_config(body)
+
+
 def _cost(a: Spec, b: Spec, positions: int) -> tuple[int, bool]:
     """What computing ``positions`` positions of each table costs: its numbers (its lane),
     and whether it takes a turn of the large answers (its rows pass their bytes, as a large
@@ -202,19 +211,39 @@ async def _picture(
 
 
 async def _spec(
-    runtime: Runtime, known: Mapping[str, Declared[Any, Any]], table: Table, name: str, stop: int
+    runtime: Runtime,
+    known: Mapping[str, Declared[Any, Any]],
+    table: Table,
+    name: str,
+    stop: int,
+    size: int,
 ) -> Spec:
     """The key ``table`` names, and its parameters said shortly; its refusals located in
-    the body (``a.parameters.base``)."""
+    the body (``a.parameters.base``, ``a.config.rope_theta``). A config (its share of the
+    body's ``size`` bytes) is read in the lane that size takes."""
     declared = known.get(table.family)
     if declared is None:
         raise InvalidInput(f"{name}.family", f"must be one of {', '.join(known)}")
+    misplaced = [field for field in _COMPARISON_FIELDS if field in table.parameters]
+    if misplaced:
+        raise InvalidInput(
+            f"{name}.parameters.{misplaced[0]}",
+            "is the comparison's, not a table's: start and stop go beside a and b, format "
+            "in the query",
+        )
     parameters = dict(table.parameters)
     if table.config is not None:
         spec = declared.from_document
         if spec is None:
             raise InvalidInput(f"{name}.config", f"{table.family} tables are not read from configs")
-        read = await read_fields(runtime, spec, table.config, parameters)
+        with in_table(name, parameters, table.config is not None):
+            # those from-config takes checked as it checks them (head_dim_key a string)
+            reading = {
+                key: value for key, value in parameters.items() if key in spec.query.model_fields
+            }
+            checked = spec.query.model_validate(reading).model_dump(exclude_unset=True)
+            asked = {**parameters, **checked}
+            read = await read_fields(runtime, spec, table.config, asked, size)
         if "" not in read.tables:
             raise InvalidInput(
                 f"{name}.parameters.layer_type",
@@ -224,15 +253,9 @@ async def _spec(
             parameters.pop(field, None)
         parameters = {**read.tables[""], **parameters}
     parameters.setdefault("max_len", stop)
-    try:
+    with in_table(name, table.parameters, table.config is not None):
         query = declared.query.model_validate(parameters)
         key: Key = await declared.key_of(runtime, query)
-    except ValidationError as exc:
-        errors = [
-            {**e, "loc": ("body", name, "parameters", *e["loc"])}
-            for e in exc.errors(include_url=False)
-        ]
-        raise RequestValidationError(errors) from None
     given = query.model_dump(exclude_unset=True)
     if given.get("max_len") == stop:
         del given["max_len"]  # the range compared says it

@@ -84,3 +84,33 @@ def located(asked: Mapping[str, Any]) -> Iterator[None]:
         if isinstance(exc, InvalidInput) or exc.name in asked:
             raise
         raise InvalidInput(exc.name, exc.extensions["errors"][0]["detail"]) from None
+
+
+@contextmanager
+def in_table(name: str, parameters: Mapping[str, Any], configured: bool) -> Iterator[None]:
+    """Refusals of the table ``name`` of a body that holds tables (a comparison's ``a``),
+    located in it: a field its ``parameters`` gave is ``name.parameters.FIELD``; any other,
+    read from its config (where ``configured``), ``name.config.FIELD``, as the config's
+    reader names it."""
+
+    def where(field: Any) -> tuple[str, str]:
+        inside = "parameters" if field in parameters or not configured else "config"
+        return name, inside
+
+    try:
+        yield
+    except ValidationError as exc:
+        errors = [
+            {**e, "loc": ("body", *where(e["loc"][0] if e["loc"] else None), *e["loc"])}
+            for e in exc.errors(include_url=False)
+        ]
+        raise RequestValidationError(errors) from None
+    except InvalidParameter as exc:
+        items = exc.extensions["errors"]
+        # the config reader's own refusals name a field of the config
+        reader = isinstance(exc, InvalidInput) and configured
+        names = [
+            ".".join((name, "config") if reader else where(each["name"])) + "." + each["name"]
+            for each in items
+        ]
+        raise InvalidInput(names[0], items[0]["detail"], tuple(names[1:])) from None

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from service.errors import PROBLEM_BASE, InvalidParameter, ServiceError
+from service.errors import PROBLEM_BASE, InvalidParameter, NotAcceptable, ServiceError
 from service.text import shown
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -80,6 +80,8 @@ async def _service_error(request: Request, exc: Exception) -> Response:
             for e in exc.extensions["errors"]
         ]
         extensions = {**extensions, "errors": items}
+    if isinstance(exc, NotAcceptable):  # negotiated from Accept: another Accept may get a 200
+        extensions = {**extensions, "headers": {"vary": "Accept"}}
     return _answer(request, exc.status, exc.detail, title=exc.title, type=exc.type, **extensions)
 
 

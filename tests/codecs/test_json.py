@@ -266,3 +266,15 @@ def test_lists_and_objects_count_as_the_numbers_they_cost() -> None:
     # rows of a real tensor cost far less than their numbers
     rows = orjson.dumps({"embeddings": np.ones((4096, 16)).tolist()})
     assert json.decode(rows, Limit(65536 + 8 * 4096, "PE_X"))["embeddings"].shape == (4096, 16)
+
+
+def test_a_bodys_lists_and_numbers_are_one_charge() -> None:
+    """262,000 lists of one id each (1 MB) passed the numbers' check and the lists' check
+    one at a time, and took a third of a second of the GIL to parse: together they are
+    over the limit."""
+    body = orjson.dumps({"position_ids": [[1]] * 262_000})
+    limit = Limit(1 << 21, "PE_MAX_JSON_ELEMENTS")
+    with pytest.raises(LimitExceeded, match="numbers") as caught:
+        json.positions(body, limit, True)
+    assert caught.value.extensions["requested"] > 262_000 * json.CONTAINER_COST
+    assert json.positions(orjson.dumps({"position_ids": [1] * 262_000}), limit, True).size

@@ -9,6 +9,7 @@ from typing import Any, Final
 import orjson
 import pytest
 
+from service import codecs
 from service.app import create_app
 from service.schemas import hf_config
 from service.settings import Settings
@@ -79,3 +80,24 @@ def test_a_config_is_read_off_the_event_loop(
     assert answer.status_code == 200, answer.text
     assert where  # the config was read, field by field
     assert not any(where), f"{sum(where)} of {len(where)} fields read on the event loop"
+
+
+def test_json_position_ids_are_parsed_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JSON body of ids (a million lists: a third of a second) is parsed in a worker
+    thread, in the lane its size takes."""
+    where: list[bool] = []
+    parse = codecs.json.positions
+
+    def spied(*args: Any) -> Any:
+        where.append(on_a_loop())
+        return parse(*args)
+
+    monkeypatch.setattr(codecs.json, "positions", spied)
+    with in_process(create_app(Settings())) as http:
+        answer = http.post(
+            "/v1/encodings/rotary/positions?max_len=64&head_dim=2&format=npy",
+            content=orjson.dumps({"position_ids": [[1], [2]]}),
+            headers={"content-type": "application/json"},
+        )
+    assert answer.status_code == 200, answer.text
+    assert where == [False]

@@ -3,10 +3,16 @@ of repeated header fields."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 import pytest
 
+from service.app import create_app
 from service.errors import NotAcceptable
+from service.settings import Settings
 from service.web.negotiation import accepts_gzip, combined, negotiate
+from tests.support import in_process
 
 
 @pytest.mark.parametrize(
@@ -108,3 +114,32 @@ def test_the_combined_value_negotiates_like_one_field() -> None:
         negotiate(combined([(b"accept", b""), (b"accept", b"application/x-npy")], b"accept"))
         == "npy"
     )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/v1/encodings/rotary?head_dim=8&max_len=4", None),
+        (
+            "POST",
+            "/v1/compare",
+            {
+                "a": {"family": "rotary", "parameters": {"head_dim": 8}},
+                "b": {"family": "rotary", "parameters": {"head_dim": 8}},
+                "stop": 4,
+            },
+        ),
+    ],
+    ids=["table", "compare"],
+)
+def test_a_406_says_it_varies_by_accept(method: str, path: str, body: Any) -> None:
+    """The refusal depends on Accept as the answer would: caches must key it by Accept."""
+    with in_process(create_app(Settings())) as http:
+        answer = http.request(
+            method,
+            path,
+            content=None if body is None else orjson.dumps(body),
+            headers={"accept": "text/html", "content-type": "application/json"},
+        )
+    assert answer.status_code == 406, answer.text
+    assert "accept" in answer.headers.get("vary", "").lower()
