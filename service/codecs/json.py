@@ -71,22 +71,24 @@ def encode_named(fields: Mapping[str, Any], arrays: Mapping[str, Parts]) -> Enco
 
 
 # orjson builds a list or an object in the time of about 8 numbers (2M nested lists: 661 ms
-# of the GIL; 2M numbers: 74 ms), so each counts as 8 against the numbers a body may hold,
-# but for the few that any document's structure takes.
-CONTAINER_COST: Final = 8
+# of the GIL; 2M numbers: 74 ms), and turning nested lists into an array costs as much again
+# (262,000 lists of one id: a third of a second, where 2M ids in one list take 0.3 s): each
+# counts as 16 numbers, but for the few that any document's structure takes.
+CONTAINER_COST: Final = 16
 _FREE_CONTAINERS: Final = 64
 
 
 def check_containers(count: int, numbers: Limit, what: str, parsed: int = 0) -> None:
     """The ``count`` lists and objects of a document, counted before it is parsed (inside
-    strings too), each as :data:`CONTAINER_COST` numbers against ``numbers``, with the
-    ``parsed`` numbers it holds: one charge for what parsing it costs (each checked alone,
-    262,000 lists of one number each passed both, and took a third of a second)."""
+    strings too), each as :data:`CONTAINER_COST` numbers against ``numbers``, or the
+    ``parsed`` numbers it holds where they cost more: what parsing it costs is the larger
+    (262,000 lists of one number each passed the numbers' check, and took a third of a
+    second; 2M numbers in rows of 512, the largest body allowed, stay allowed)."""
     containers = max(0, count - _FREE_CONTAINERS)
     numbers.check(
-        f"{what}'s numbers ({parsed:,}) and lists and objects past the first "
-        f"{_FREE_CONTAINERS} ({containers:,}, each counts as {CONTAINER_COST} numbers)",
-        parsed + containers * CONTAINER_COST,
+        f"{what}'s numbers ({parsed:,}), or its lists and objects past the first "
+        f"{_FREE_CONTAINERS} ({containers:,}) as {CONTAINER_COST} numbers each,",
+        max(parsed, containers * CONTAINER_COST),
         "send tensors as .npy, or with fewer, longer rows",
     )
 
