@@ -23,7 +23,7 @@ from service.runtime import Runtime
 from service.server import supervision
 from service.server.edge import Edge
 from service.settings import Settings, from_environment
-from service.web import examples, problems
+from service.web import examples, openapi, problems
 from service.web.declared import Declared
 from service.web.deps import single_valued
 from service.web.families import readers, router
@@ -58,8 +58,9 @@ class ServiceApp(FastAPI):
         await self.front(scope, receive, send)
 
     def openapi(self) -> dict[str, Any]:
-        """The OpenAPI document, each posted body with an example that works as it stands."""
-        return examples.with_examples(super().openapi())
+        """The OpenAPI document, each posted body with an example that works as it stands,
+        and the refusals the server's protocol may give any operation."""
+        return openapi.with_protocol_refusals(examples.with_examples(super().openapi()))
 
 
 def create_app(

@@ -116,3 +116,27 @@ def inline(schema: dict[str, Any]) -> dict[str, Any]:
         return node
 
     return written(schema)  # type: ignore[no-any-return]
+
+
+# what the bounded protocol answers before any route sees the request (server/protocol.py)
+_PROTOCOL_REFUSALS: Final = {
+    "414": "The request line is over 8 KiB (a query string that long): refused by the server "
+    "before any route reads it.",
+    "431": "The request head is over 32 KiB: refused by the server before any route reads it.",
+}
+
+
+def with_protocol_refusals(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with the refusals the server's protocol may give any operation (414,
+    431) in each operation's responses; what it writes into is copied first."""
+    refusals = {
+        status: {
+            "description": description,
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for status, description in _PROTOCOL_REFUSALS.items()
+    }
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            operation["responses"] = {**operation.get("responses", {}), **refusals}
+    return document
