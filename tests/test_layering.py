@@ -104,17 +104,6 @@ def test_the_lower_layers_import_nothing_above_them(path: str) -> None:
         assert not imports_of(path)
 
 
-def test_every_module_stays_small() -> None:
-    sizes = {
-        p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
-        for p in (ROOT / "service").rglob("*.py")
-    }
-    # a data module may pass it (one entry a preset), code may not
-    data = {"service/encodings/catalogue.py": 400}
-    over = {path: n for path, n in sizes.items() if n > data.get(path, 300)}
-    assert not over, over
-
-
 def test_matplotlib_is_loaded_only_for_the_first_picture() -> None:
     """The service starts (and stays small) without importing the plotting library."""
     loaded = loaded_by(
