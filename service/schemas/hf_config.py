@@ -6,31 +6,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from service.codecs.json import unreadable
 from service.errors import InvalidInput, MalformedBody
-from service.schemas.hf_classes import ConfigClass
 from service.text import shown
 
-_LISTS: Final = {"short_factor", "long_factor", "mrope_section", "no_rope_layers"}
-_INTEGERS: Final = {
-    "max_position_embeddings",
-    "original_max_position_embeddings",
-    "seq_len",
-    "head_dim",
-    "qk_rope_head_dim",
-    "hidden_size",
-    "num_attention_heads",
-    "num_hidden_layers",
-    "global_head_dim",
-    "sliding_window_pattern",
-    "no_rope_layer_interval",
-    "rotary_dim",
-}
-_BOOLEANS: Final = {"truncate", "mrope_interleaved", "attn_temperature_tuning"}
+if TYPE_CHECKING:
+    from service.schemas.hf_models import ModelType
+
 KINDS: Final = {"rope_type", "type"}
 # names a problem lists from a config before "and N more": a config may hold any number
 _FEW: Final = 3
@@ -40,28 +27,44 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-# what a field holds in transformers' configs, and how a problem says it
-_TYPES: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
-    **{
-        name: ((lambda v: _is_number(v) and isinstance(v, int)), "an integer") for name in _INTEGERS
-    },
-    **{name: ((lambda v: isinstance(v, bool)), "true or false") for name in _BOOLEANS},
-    **{
-        name: ((lambda v: isinstance(v, list) and all(map(_is_number, v))), "a list of numbers")
-        for name in _LISTS
-    },
-    **{name: ((lambda v: isinstance(v, str)), "a string") for name in KINDS},
-}
+@dataclass(frozen=True, slots=True)
+class FieldType:
+    """What a field holds in transformers' configs, and how a problem says it."""
+
+    accepts: Callable[[Any], bool]
+    said: str
+
+
+NUMBER: Final = FieldType(_is_number, "a number")
+INTEGER: Final = FieldType(lambda v: _is_number(v) and isinstance(v, int), "an integer")
+BOOLEAN: Final = FieldType(lambda v: isinstance(v, bool), "true or false")
+NUMBERS: Final = FieldType(
+    lambda v: isinstance(v, list) and all(map(_is_number, v)), "a list of numbers"
+)
+STRING: Final = FieldType(lambda v: isinstance(v, str), "a string")
+
+# every field a reader declares it reads (:func:`fields`), by name; any other is a number
+_TYPES: Final[dict[str, FieldType]] = {}
+
+
+def fields(declared: Mapping[str, FieldType]) -> Mapping[str, FieldType]:
+    """Declare the fields a reader reads (by the common name: ``hidden_size``, not GPT-J's
+    ``n_embd``) and the type each holds. A field holds one type whichever reader reads it
+    (the rotary tables' reading and the temperature's both read ``num_hidden_layers``): a
+    second type is refused here, when the reader's module is imported."""
+    for name, kind in declared.items():
+        if _TYPES.setdefault(name, kind) is not kind:
+            raise ValueError(f"{name} is declared {_TYPES[name].said} and {kind.said}")
+    return declared
 
 
 def _typed(where: str, name: str, value: Any) -> Any:
-    """``value`` if it has the type the field ``name`` takes in transformers' configs (an
-    integer, a boolean, a list of numbers, a string, else a number), else an
-    :class:`InvalidInput` naming ``where``: no strings read as numbers, no booleans as
-    numbers."""
-    accepts, kind = _TYPES.get(name, (_is_number, "a number"))
-    if not accepts(value):
-        raise InvalidInput(where, f"must be {kind}, not {type(value).__name__}")
+    """``value`` if it has the type the field ``name`` takes in transformers' configs (as
+    its readers declare it, else a number), else an :class:`InvalidInput` naming ``where``:
+    no strings read as numbers, no booleans as numbers."""
+    kind = _TYPES.get(name, NUMBER)
+    if not kind.accepts(value):
+        raise InvalidInput(where, f"must be {kind.said}, not {type(value).__name__}")
     return value
 
 
@@ -71,7 +74,7 @@ class Reader:
     ``read``, shared with the readers of the objects inside it (``seen`` beside it keeps
     each record one set look-up: a config may name thousands of fields).
 
-    ``known`` is the object's config class in transformers (:mod:`service.schemas.hf_classes`):
+    ``known`` is the object's model type (:mod:`service.schemas.hf_models`), its config class:
     a field it renames is read under the config's own name (GPT-J's ``n_embd`` for
     ``hidden_size``), and a field the config leaves out takes the class's default, recorded
     as ``PATH=VALUE``."""
@@ -82,7 +85,7 @@ class Reader:
         path: str = "",
         read: list[str] | None = None,
         seen: set[str] | None = None,
-        known: ConfigClass | None = None,
+        known: ModelType | None = None,
     ):
         self.values, self.path, self.known = values, path, known
         self.read: list[str] = [] if read is None else read
@@ -131,7 +134,7 @@ class Reader:
         """A reader of ``values``, which the config holds at ``name`` (or which stand for it)."""
         return Reader(values, f"{self.path}{name}.", self.read, self.seen)
 
-    def of_class(self, known: ConfigClass | None) -> Reader:
+    def of_class(self, known: ModelType | None) -> Reader:
         """This object read as an instance of the config class ``known``."""
         return Reader(self.values, self.path, self.read, self.seen, known)
 

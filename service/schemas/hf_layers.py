@@ -4,16 +4,14 @@ rotary tables of its text model, read as transformers 5.23 reads it:
 - a multimodal config's text model is its ``text_config`` (Qwen2.5-VL, Qwen3-VL, Gemma 3,
   Llama 4), where it nests one; else the config itself (Qwen2-VL's flat configs);
 - rope parameters per layer type (``modeling_rope_utils.RotaryEmbeddingConfigMixin``:
-  ``rope_parameters`` keyed by layer type, ``layer_types`` naming each layer's), and Gemma
-  3's older fields (``models/gemma3/configuration_gemma3.py``,
-  ``Gemma3TextConfig.convert_rope_params_to_dict``: ``rope_theta`` and ``rope_scaling`` for
-  ``full_attention``, ``rope_local_base_freq`` for ``sliding_attention``, defaults 1e6 and
-  1e4; a ``rope_scaling`` without ``rope_type`` is lost there, so here too; and
-  ``__post_init__``: without ``layer_types``, layer ``i`` is ``full_attention`` where
-  ``(i + 1) % sliding_window_pattern == 0``, the pattern 6 by default);
-- Gemma 4's full-attention layers have a head of ``global_head_dim`` (512 by default:
-  ``models/gemma4/configuration_gemma4.py``, ``Gemma4TextConfig.__post_init__``, whose
-  last layer is always ``full_attention``).
+  ``rope_parameters`` keyed by layer type, ``layer_types`` naming each layer's), or a
+  model type's older fields (Gemma 3's ``rope_local_base_freq``); without ``layer_types``,
+  layer ``i`` is ``full_attention`` where ``(i + 1) % sliding_window_pattern == 0``, the
+  pattern the model type's where the config gives none;
+- a model type's full-attention layers may have a wider head (Gemma 4's
+  ``global_head_dim``).
+
+What differs by model type is its record in :mod:`service.schemas.hf_models`.
 
 What it read is each field's path (``text_config.rope_parameters.full_attention.factor``).
 """
@@ -30,19 +28,24 @@ from service.codecs.types import Format
 from service.encodings import engines, rotary
 from service.encodings.registry import DType, Rounding
 from service.errors import InvalidInput, InvalidParameter
+from service.schemas import hf_config
 from service.schemas.common import Read
-from service.schemas.hf_classes import CLASSES
-from service.schemas.hf_config import KINDS, Reader, listed, model_type
+from service.schemas.hf_config import INTEGER, KINDS, NUMBER, Reader, listed, model_type
+from service.schemas.hf_models import ModelType, gemma3_rope, model_of
 from service.schemas.hf_rope import as_vllm, head_dim_of, rope_of, table_query
 from service.schemas.llama4 import rope_layers
 from service.settings import POSITION_CEILING
 from service.text import shown
 
-GEMMA3: Final = frozenset({"gemma3", "gemma3_text"})
-GEMMA4: Final = frozenset({"gemma4", "gemma4_text"})
-_GEMMA_PATTERN: Final = 6  # Gemma's default sliding_window_pattern: five sliding layers to one full
-_GEMMA4_GLOBAL_HEAD_DIM: Final = 512
-_GEMMA3_THETA: Final = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}
+# what this reading reads beside one set of rope parameters (service.schemas.hf_rope's)
+FIELDS: Final = hf_config.fields(
+    {
+        **dict.fromkeys(
+            ("sliding_window_pattern", "num_hidden_layers", "global_head_dim"), INTEGER
+        ),
+        "rope_local_base_freq": NUMBER,
+    }
+)
 MAX_NAME: Final = 64
 # the lists a layered answer holds beside its tables (service.web.layered): safetensors'
 # metadata keys them with the tables' names
@@ -127,9 +130,9 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     ``asked["layer_type"]``'s where given), with which layers use which type."""
     top = Reader(config)
     text = top.object("text_config") or top
-    kind = model_type(top, text)
-    text = text.of_class(None if kind is None else CLASSES.get(kind))
-    per_type = _per_type(text, kind)
+    model = model_of(model_type(top, text))
+    text = text.of_class(model)
+    per_type = _per_type(text, model)
     key, chosen = asked.get("head_dim_key"), asked.get("layer_type")
     if per_type is None:
         if chosen is not None:
@@ -138,9 +141,9 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
             )
         query = table_query(text, rope_of(text), head_dim_of(text, key))
         if asked.get("engine") == "vllm":
-            as_vllm(top, text, kind, query, asked)
-        return Read({"": query}, rope_layers(text, kind), tuple(text.read))
-    layers = _layer_types(text, kind, per_type)
+            as_vllm(top, text, model, query, asked)
+        return Read({"": query}, rope_layers(text, model), tuple(text.read))
+    layers = _layer_types(text, model, per_type)
     if chosen is not None and chosen not in per_type:
         raise InvalidParameter(
             "layer_type",
@@ -156,23 +159,25 @@ def rotary_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
         name: table_query(
             text,
             per_type[name],
-            _head_dim(text, name, kind, key, None if found is None else found[name]),
+            _head_dim(text, name, model, key, None if found is None else found[name]),
         )
         for name in names
     }
     if asked.get("engine") == "vllm":
         for table in tables.values():
-            as_vllm(top, text, kind, table, asked)
+            as_vllm(top, text, model, table, asked)
     if chosen is not None:
         return Read({"": tables[chosen]}, layers, tuple(text.read))
     return Read(tables, layers, tuple(text.read))
 
 
-def _per_type(text: Reader, model_type: str | None) -> dict[str, Reader] | None:
+def _per_type(text: Reader, model: ModelType | None) -> dict[str, Reader] | None:
     """Each layer type's rope parameters, or None for a config of one set."""
-    legacy = model_type in GEMMA3 or "rope_local_base_freq" in text.values
-    if legacy and text.values.get("rope_parameters") is None:
-        return _gemma3(text)
+    older = None if model is None else model.older
+    if older is None and "rope_local_base_freq" in text.values:  # Gemma 3's, whatever the type
+        older = gemma3_rope
+    if older is not None and text.values.get("rope_parameters") is None:
+        return older(text)
     for name in ("rope_parameters", "rope_scaling"):
         rope = text.object(name)
         if rope is None:
@@ -204,29 +209,11 @@ def _per_type(text: Reader, model_type: str | None) -> dict[str, Reader] | None:
     return None
 
 
-def _gemma3(text: Reader) -> dict[str, Reader]:
-    """Gemma 3's fields before transformers 5: per layer type, as its config converts them."""
-    full: dict[str, Any] = {"rope_type": "default"}
-    scaling = text.object("rope_scaling")
-    if scaling is not None:
-        full |= {name: scaling.get(name) for name in scaling.values}
-    if "rope_theta" not in full:
-        full["rope_theta"] = text.get_or("rope_theta", _GEMMA3_THETA["full_attention"])
-    sliding = {
-        "rope_type": "default",
-        "rope_theta": text.get_or("rope_local_base_freq", _GEMMA3_THETA["sliding_attention"]),
-    }
-    # what they were read from is recorded already: these stand for the converted parameters
-    return {
-        "full_attention": Reader(full, "rope_parameters.full_attention.", []),
-        "sliding_attention": Reader(sliding, "rope_parameters.sliding_attention.", []),
-    }
-
-
 def _layer_types(
-    text: Reader, model_type: str | None, types: Mapping[str, Reader]
+    text: Reader, model: ModelType | None, types: Mapping[str, Reader]
 ) -> list[str] | None:
-    """Each layer's type: ``layer_types``, else Gemma's pattern; None where neither says."""
+    """Each layer's type: ``layer_types``, else the pattern (the config's, else its model
+    type's); None where neither says."""
     given = text.values.get("layer_types")
     if given is not None:
         if not (isinstance(given, list) and all(isinstance(name, str) for name in given)):
@@ -234,8 +221,7 @@ def _layer_types(
         text.record(f"{text.path}layer_types")
         layers = list(given)
     else:
-        gemma = model_type in GEMMA3 | GEMMA4
-        pattern = text.get("sliding_window_pattern") or (_GEMMA_PATTERN if gemma else None)
+        pattern = text.get("sliding_window_pattern") or (None if model is None else model.pattern)
         count = text.get("num_hidden_layers")
         if pattern is None or count is None:
             return None
@@ -249,8 +235,8 @@ def _layer_types(
         ]
     if len(layers) > MAX_LAYERS:
         raise InvalidInput(f"{text.path}layer_types", f"names more than {MAX_LAYERS:,} layers")
-    if model_type in GEMMA4 and layers:
-        layers[-1] = "full_attention"
+    if model is not None and model.last_layer is not None and layers:
+        layers[-1] = model.last_layer
     unknown = [name for name in dict.fromkeys(layers) if name not in types]
     if unknown:
         raise InvalidInput(
@@ -261,7 +247,7 @@ def _layer_types(
 
 
 def _head_dim(
-    text: Reader, name: str, model_type: str | None, key: str | None, indices: list[int] | None
+    text: Reader, name: str, model: ModelType | None, key: str | None, indices: list[int] | None
 ) -> int:
     """A layer type's head width: as ``per_layer_config`` (transformers 5's saved form,
     by layer index) says for its layers (``indices``, where the config says which they
@@ -288,8 +274,8 @@ def _head_dim(
             return head_dim_of(text, key)  # saved by transformers: no override, the head_dim
     if key is None and name == "full_attention":
         wider = text.get("global_head_dim")
-        if wider is None and model_type in GEMMA4:
-            wider = _GEMMA4_GLOBAL_HEAD_DIM
+        if wider is None and model is not None:
+            wider = model.global_head_dim
         if wider is not None:
             if wider < 1:
                 raise InvalidInput(f"{text.path}global_head_dim", "must be a positive integer")

@@ -12,11 +12,38 @@ from typing import Any, Final
 
 from service.encodings import engines, scalings
 from service.errors import InvalidInput
-from service.schemas.hf_config import KINDS, Reader, listed
+from service.schemas import hf_config
+from service.schemas.hf_config import INTEGER, KINDS, NUMBER, NUMBERS, STRING, Reader, listed
+from service.schemas.hf_models import ModelType
 from service.text import shown
 
-# the model types vLLM runs with its DeepseekScalingRotaryEmbedding
-DEEPSEEK: Final = frozenset({"deepseek_v2", "deepseek_v3"})
+# what this reading reads, by the common names, and what each holds: the scalings' parameters
+# are numbers but for these
+FIELDS: Final = hf_config.fields(
+    {
+        **dict.fromkeys(KINDS, STRING),
+        **dict.fromkeys(scalings.ALL_PARAMETERS, NUMBER),
+        **dict.fromkeys(("short_factor", "long_factor", "mrope_section"), NUMBERS),
+        "truncate": hf_config.BOOLEAN,
+        "mrope_interleaved": hf_config.BOOLEAN,
+        **dict.fromkeys(
+            (
+                "max_position_embeddings",
+                "original_max_position_embeddings",
+                "seq_len",
+                "head_dim",
+                "qk_rope_head_dim",
+                "hidden_size",
+                "num_attention_heads",
+                "rotary_dim",
+            ),
+            INTEGER,
+        ),
+        **dict.fromkeys(
+            ("rope_theta", "rotary_emb_base", "partial_rotary_factor", "rotary_pct"), NUMBER
+        ),
+    }
+)
 # rope_type as configs spell it -> the service's scaling
 ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
     "default": "none",
@@ -156,15 +183,15 @@ def table_query(config: Reader, rope: Reader, head_dim: int) -> dict[str, Any]:
 def as_vllm(
     top: Reader,
     text: Reader,
-    model_type: str | None,
+    model: ModelType | None,
     query: dict[str, Any],
     asked: Mapping[str, Any],
 ) -> None:
-    """``query`` as vLLM reads the config: DeepSeek-V2/V3's scaled rope is its
-    DeepseekScalingRotaryEmbedding (``models/deepseek_v2.py``), and the table is kept in the
-    model's dtype (``dtype``, or ``torch_dtype`` before transformers 5)."""
-    if model_type in DEEPSEEK and query["scaling"] == "yarn":
-        query["scaling"] = "deepseek_yarn"
+    """``query`` as vLLM reads the config: the scaling it runs for the model type's
+    (DeepSeek-V2/V3's yarn is its DeepseekScalingRotaryEmbedding), and the table is kept in
+    the model's dtype (``dtype``, or ``torch_dtype`` before transformers 5)."""
+    if model is not None and query["scaling"] in model.vllm:
+        query["scaling"] = model.vllm[query["scaling"]]
     if asked.get("cache_dtype") is None:
         for name in ("dtype", "torch_dtype"):
             where = text if text.values.get(name) is not None else top

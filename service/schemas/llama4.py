@@ -2,7 +2,8 @@
 a config), and which of a Llama 4 model's layers use no RoPE: ``no_rope_layers`` (1: the
 layer uses RoPE), else every ``no_rope_layer_interval``-th layer (4 by default) is without
 (transformers 5.23, ``models/llama4/configuration_llama4.py``,
-``Llama4TextConfig.__post_init__``: ``int((i + 1) % interval != 0)``)."""
+``Llama4TextConfig.__post_init__``: ``int((i + 1) % interval != 0)``; the interval a model
+type's, :mod:`service.schemas.hf_models`)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,24 @@ from service.encodings.temperature import (
     TemperatureKey,
 )
 from service.errors import InvalidInput
+from service.schemas import hf_config
 from service.schemas.common import Read, below, within
-from service.schemas.hf_config import Reader, model_type
+from service.schemas.hf_config import BOOLEAN, INTEGER, NUMBER, NUMBERS, Reader, model_type
+from service.schemas.hf_models import ModelType, model_of
 from service.settings import POSITION_CEILING
 
-LLAMA4: Final = frozenset({"llama4", "llama4_text"})
-_INTERVAL: Final = 4
 _MAX_LAYERS: Final = 1 << 16
+# what this reading reads, and what each holds
+FIELDS: Final = hf_config.fields(
+    {
+        "no_rope_layers": NUMBERS,
+        "attn_temperature_tuning": BOOLEAN,
+        **dict.fromkeys(
+            ("no_rope_layer_interval", "num_hidden_layers", "max_position_embeddings"), INTEGER
+        ),
+        **dict.fromkeys(("floor_scale", "attn_scale"), NUMBER),
+    }
+)
 
 
 class TemperatureQuery(BaseModel):
@@ -102,20 +114,22 @@ class TemperatureFromConfig(BaseModel):
     format: TableFormat | None = Field(None, description="As for the GET.")
 
 
-def rope_layers(text: Reader, model_type: str | None) -> list[str] | None:
-    """Each layer's kind, ``rope`` or ``nope``, where the config says (Llama 4)."""
+def rope_layers(text: Reader, model: ModelType | None) -> list[str] | None:
+    """Each layer's kind, ``rope`` or ``nope``, where the config or its model type says
+    (Llama 4)."""
     given = text.get("no_rope_layers")
     if given:
         if not all(value in (0, 1) for value in given):
             raise InvalidInput(f"{text.path}no_rope_layers", "must be 0 or 1 for each layer")
         return ["rope" if value else "nope" for value in given]
     interval = text.get("no_rope_layer_interval")
-    if interval is None and model_type not in LLAMA4:
+    if interval is None:
+        interval = None if model is None else model.nope_interval
+    if interval is None:
         return None
     count = text.get("num_hidden_layers")
     if count is None:
         return None
-    interval = _INTERVAL if interval is None else interval
     if interval < 1 or not 0 <= count <= _MAX_LAYERS:
         name = "no_rope_layer_interval" if interval < 1 else "num_hidden_layers"
         raise InvalidInput(f"{text.path}{name}", "is out of range")
@@ -126,7 +140,7 @@ def temperature_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     """A Llama 4 config's temperature parameters, and which layers use no RoPE."""
     top = Reader(config)
     text = top.object("text_config") or top
-    kind = model_type(top, text)
+    model = model_of(model_type(top, text))
     if text.get("attn_temperature_tuning") is False:
         raise InvalidInput(
             f"{text.path}attn_temperature_tuning", "is false: the model scales no query"
@@ -139,4 +153,4 @@ def temperature_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     mpe = text.get("max_position_embeddings")
     if mpe is not None:
         query["max_len"] = mpe
-    return Read({"": query}, rope_layers(text, kind), tuple(text.read))
+    return Read({"": query}, rope_layers(text, model), tuple(text.read))

@@ -11,15 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from service.encodings.mrope_positions import Model, Run
 from service.errors import InvalidInput
+from service.schemas.hf_models import MODELS
 
-# model_type -> the arithmetic of its get_rope_index (GLM-4V's is Qwen3-VL's)
+# model_type -> the arithmetic of its get_rope_index, from the model types' records
 MODEL_TYPES: Final[dict[str, Model]] = {
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe": "qwen3_vl",
-    "glm4v": "qwen3_vl",
-    "glm4v_moe": "qwen3_vl",
+    name: model.positions for name, model in MODELS.items() if model.positions is not None
 }
 MAX_SEGMENTS: Final = 1024
 _MAX_GRID: Final = 1 << 16

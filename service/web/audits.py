@@ -144,18 +144,12 @@ def from_document(routes: APIRouter, declared: Declared[Any, Any], spec: FromDoc
     async def post(query: Any, request: Request, runtime: Runtime) -> Response:
         asked = query.model_dump(exclude_none=True, exclude=set(AuditFields.model_fields))
         read = await posted_read(request, runtime, spec, asked)
-        if "" not in read.tables:
-            raise InvalidParameter(
-                "layer_type",
-                f"the config makes one table per layer type ({', '.join(read.tables)}): "
-                "audit one with layer_type",
-            )
+        several = spec.several(read)
+        if several is not None:
+            raise InvalidParameter("layer_type", f"{several}: audit one with layer_type")
+        given = spec.parameters(read, asked)
         for field in spec.reading:
             asked.pop(field, None)
-        given = {**read.tables[""], **asked}
-        for field, message in spec.missing.items():
-            if field not in given:
-                raise InvalidParameter(field, message)
         response = await answer(request, runtime, declared, given, asked, query)
         response.headers.update(layered.said(read))
         return response

@@ -244,14 +244,12 @@ async def _spec(
             checked = spec.query.model_validate(reading).model_dump(exclude_unset=True)
             asked = {**parameters, **checked}
             read = await read_fields(runtime, spec, table.config, asked, size)
-        if "" not in read.tables:
-            raise InvalidInput(
-                f"{name}.parameters.layer_type",
-                f"the config makes one table per layer type ({', '.join(read.tables)}): name one",
-            )
-        for field in spec.reading:
-            parameters.pop(field, None)
-        parameters = {**read.tables[""], **parameters}
+        several = spec.several(read)
+        if several is not None:
+            raise InvalidInput(f"{name}.parameters.layer_type", f"{several}: name one")
+        with in_table(name, table.parameters, True):
+            # the range compared is the table's length where neither says one
+            parameters = spec.parameters(read, parameters, under={"max_len": stop})
     parameters.setdefault("max_len", stop)
     with in_table(name, table.parameters, table.config is not None):
         query = declared.query.model_validate(parameters)

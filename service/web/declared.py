@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from service.codecs.types import Format
 from service.encodings.registry import Family, Key, Rows
+from service.errors import InvalidParameter
 from service.handlers import Block
 from service.limits import Limits
 from service.runtime import Runtime
@@ -40,6 +41,35 @@ class FromDocument:
     suffix: str = "/from-config"
     # the request's parameters that say how to read the document, not the table's
     reading: tuple[str, ...] = ()
+
+    def parameters(
+        self,
+        read: Read,
+        asked: Mapping[str, Any],
+        table: str = "",
+        under: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The ``GET``'s parameters of the table ``table`` of what a document said
+        (``read``; ``""`` where it makes one table), for the table's ``GET``, its audit and a
+        comparison alike: the request's (``asked``; those that say how to read the document
+        left out) over the document's, over ``under`` (a caller's own defaults: a
+        comparison's range). A required parameter found in none is refused as ``missing``
+        says, naming the table where the document makes several."""
+        given = {**read.tables[table]}
+        given |= {name: value for name, value in asked.items() if name not in self.reading}
+        for name, value in (under or {}).items():
+            given.setdefault(name, value)
+        for name, message in self.missing.items():
+            if name not in given:
+                raise InvalidParameter(name, f"{message} ({table})" if table else message)
+        return given
+
+    def several(self, read: Read) -> str | None:
+        """Why ``read`` holds no single table (the config makes one per kind of layer),
+        for a refusal where one is needed; None where it holds one."""
+        if "" in read.tables:
+            return None
+        return f"the config makes one table per layer type ({', '.join(read.tables)})"
 
 
 @dataclass(frozen=True, slots=True)

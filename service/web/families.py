@@ -21,7 +21,6 @@ from fastapi import APIRouter, Request, Response
 
 from service.encodings import registry
 from service.encodings.registry import Key
-from service.errors import InvalidParameter
 from service.runtime import Runtime
 from service.web import audits, layered, openapi, positions
 from service.web.declared import Declared, FromDocument, K, Q
@@ -96,12 +95,9 @@ def _from_document(
         read = await posted_read(request, runtime, spec, asked)
         for name in spec.reading:
             asked.pop(name, None)
-        if "" not in read.tables:  # one table per kind of layer
+        if spec.several(read) is not None:  # one table per kind of layer
             return await layered.response(request, runtime, declared, spec, read, asked)
-        given = {**read.tables[""], **asked}
-        for name, message in spec.missing.items():
-            if name not in given:
-                raise InvalidParameter(name, message)
+        given = spec.parameters(read, asked)
         with located(asked):
             table_query = declared.query.model_validate(given)
             key = await declared.key_of(runtime, table_query)

@@ -77,11 +77,8 @@ async def response(
         )
     chosen: Format = fmt or negotiate(combined(raw, b"accept"), OFFERED)
     blocks, described, elements, nbytes = {}, {}, 0, 0
-    for name, fields in read.tables.items():
-        given = {**fields, **asked}
-        for field, message in spec.missing.items():
-            if field not in given:
-                raise InvalidParameter(field, f"{message} ({name})")
+    for name in read.tables:
+        given = spec.parameters(read, asked, name)
         with located(asked):
             query = declared.query.model_validate(given)
             key = await declared.key_of(runtime, query)

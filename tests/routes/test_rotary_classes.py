@@ -1,5 +1,5 @@
 """from-config of configs as published, which leave fields to their model type's config
-class in transformers (:mod:`service.schemas.hf_classes`): the class's default is taken,
+class in transformers (:mod:`service.schemas.hf_models`): the class's default is taken,
 and ``X-Config-Fields`` names it with its value (``text_config.head_dim=256``)."""
 
 from __future__ import annotations
