@@ -21,6 +21,10 @@ A sinusoidal table's paths are ``library``, the tables stored in bfloat16 and fl
 the preset's rows at positions cast to float32, bfloat16 and float16. ALiBi's bias is
 audited by distance: each head's entry is its slope times the distance (BLOOM's float32
 slopes and product for ``library``), the same paths.
+
+What a family is to the audit (its exact and library keys, its entries, whether they are
+turned pairs, the shared paths it keeps and its own) is its record,
+:class:`service.encodings.registry.Audit`: the paths read the record, never the key's type.
 """
 
 from __future__ import annotations

@@ -299,7 +299,7 @@ def bloom_magnitudes(key: BiasKey, distances: NDArray[np.float64]) -> Values:
 
 # audited by distance: each head's entry is its slope times the distance, BLOOM's for the
 # library, whatever their magnitude
-AUDIT: Final = Audit(
+AUDIT: Final[Audit[BiasKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64"),
     library=replacing(rounding="library", dtype="float32"),
     width=lambda key: key.num_heads,

@@ -6,7 +6,8 @@ consecutive rows into arrays the caller owns, and ``take``, which computes the r
 scattered positions with the same bits (a table kept in the cache by pages of rows); or
 one, ``block``, which computes a block of any shape per request (ALiBi's biases: each
 entry one product, not worth keeping). A row may hold several named arrays side by side
-(rotary's ``cos`` and ``sin``). Everything else (the cache, the table and apply pipelines,
+(rotary's ``cos`` and ``sin``). A family that can be audited carries what the precision
+audit needs of it (:class:`Audit`). Everything else (the cache, the table and apply pipelines,
 replay, pictures, preload) works from a key through this module, never from a family's
 name.
 """
@@ -134,7 +135,7 @@ class Audit(Generic[K]):
 
 def replacing(**changes: Any) -> Callable[[K], K]:
     """A key's copy with ``changes`` (an audit's exact or library key)."""
-    return lambda key: dataclasses.replace(key, **changes)  # type: ignore[type-var]
+    return lambda key: dataclasses.replace(key, **changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +204,7 @@ def family_of(key: Key) -> Family[Any]:
         raise TypeError(f"{type(key).__name__} is not a registered family key") from None
 
 
-def audit(key: Key) -> Audit[Any]:
+def audit(key: Key) -> Audit[Key]:
     """What the precision audit needs of ``key``'s family."""
     family = family_of(key)
     if family.audit is None:

@@ -293,7 +293,7 @@ ULPS: Final[dict[str, float]] = {
     "longrope": 8.0,
     "dynamic": 11.0,  # its base is a device pow too: both errors reach the frequency
 }
-AUDIT: Final = Audit(
+AUDIT: Final[Audit[RotaryKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64", cache_dtype="float32"),
     library=replacing(rounding="library", dtype="float32"),
     width=lambda key: 2 * key.pairs,

@@ -284,7 +284,7 @@ def bound(key: SinusoidalKey) -> Bound:
 
 
 # an audit compares each row as it is
-AUDIT: Final = Audit(
+AUDIT: Final[Audit[SinusoidalKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64"),
     library=replacing(rounding="library", dtype="float32"),
 )

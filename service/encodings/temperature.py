@@ -87,7 +87,7 @@ def bound(key: TemperatureKey) -> Bound:
     return Bound(largest + 1.0, ("attn_scale", "floor_scale"))
 
 
-AUDIT: Final = Audit(
+AUDIT: Final[Audit[TemperatureKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64"),
     library=replacing(rounding="library", dtype="float32"),
 )
