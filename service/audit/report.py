@@ -54,7 +54,9 @@ class Cost:
 def names(key: Key) -> list[str]:
     """The paths that apply to ``key``, in order."""
     found = [path.name for path in paths.paths_of(key)]
-    return [*found, DEVICE] if paths.angles(key) is not None else found
+    record = registry.audit(key)
+    device = record.angles is not None and (record.paths is None or DEVICE in record.paths)
+    return [*found, DEVICE] if device else found
 
 
 def _reach(key: Key, max_len: int) -> tuple[int, int]:
