@@ -23,7 +23,7 @@ from service.runtime import Runtime
 from service.server import supervision
 from service.server.edge import Edge
 from service.settings import Settings, from_environment
-from service.web import examples, openapi, problems
+from service.web import compare, examples, openapi, problems
 from service.web.declared import Declared
 from service.web.deps import single_valued
 from service.web.families import readers, router
@@ -72,8 +72,10 @@ def create_app(
     Raises ``ValueError`` for a ``PE_PRELOAD`` that is malformed or over the limits.
     """
     settings = from_environment() if settings is None else settings
-    routers = [*ROUTERS, *map(router, families)]  # the families known to the registry
-    tables = preload.checked(settings, readers([*FAMILIES, *families]))
+    served = [*FAMILIES, *families]
+    # the families known to the registry; compare last, as it always was, for all of them
+    routers = [*ROUTERS, *map(router, families), compare.router(served)]
+    tables = preload.checked(settings, readers(served))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -1,6 +1,7 @@
 """The family seam: each stub family in ``tests/seam/`` (one per shape: rows cached by
 pages, named arrays per row, a block computed per request, positions of several axes and
-not integers, a key from a posted document) is one new file, registered by one line
+not integers, a key from a posted document, a table the precision audit serves) is one new
+file, registered by one line
 below, and gets its routes, formats, validators, 304s, replay, limits, the cache listing,
 preload and the client with no other change."""
 
@@ -27,11 +28,11 @@ from service.schemas.alibi import SlopesQuery
 from service.schemas.sinusoidal import TableQuery
 from service.settings import Settings
 from service.web.responses import table_etag
-from tests.seam import distances, grid, levels, phases, ramp
+from tests.seam import distances, grid, levels, phases, ramp, waves
 from tests.support import assert_problem, cache_stats, in_process, load, npy_bytes
 
 # the registration: one line a family
-STUBS = (ramp.TABLE, phases.TABLE, distances.TABLE, grid.TABLE, levels.TABLE)
+STUBS = (ramp.TABLE, phases.TABLE, distances.TABLE, grid.TABLE, levels.TABLE, waves.TABLE)
 RAMP = "/v1/encodings/ramp"
 
 
@@ -272,6 +273,55 @@ def test_a_document_is_refused_where_its_values_came_from(http: httpx.Client) ->
     assert assert_problem(overridden, 422, "max_len")["errors"][0]["in"] == "query"
     assert http.post(url, content=b"[", headers=json).status_code == 400
     assert http.post(url, content=b"{}", headers={"content-type": "text/plain"}).status_code == 415
+
+
+# -- a table the precision audit serves ------------------------------------------------------
+
+
+def test_a_stub_with_an_audit_record_is_audited(http: httpx.Client) -> None:
+    answer = http.get("/v1/audit/waves?max_len=3000&width=4")
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    assert document["family"] == "waves"
+    assert document["parameters"] == {"max_len": 3000, "width": 4}
+    paths = {path["name"]: path for path in document["paths"]}
+    # the shared paths its record keeps, in their order, then its own
+    assert list(paths) == ["library", "bf16-table", "float32-positions", "even-positions"]
+    assert "first_misdirected" not in paths["library"]  # no turned pairs
+    # its own path: sin(p) against sin(p - 1) at odd p, at least 0.1 apart at p = 1
+    assert paths["even-positions"]["first_over"]["1e-1"] == 1
+    # float32 positions are integers to 2^24: the library's float32 arithmetic alone
+    assert paths["float32-positions"]["bands"] == paths["library"]["bands"]
+    assert 0 < paths["library"]["bands"][-1]["max_error"] < 1e-3
+    assert answer.headers["cache-control"] == "public, max-age=31536000, immutable"
+    again = http.get(
+        "/v1/audit/waves?max_len=3000&width=4", headers={"if-none-match": answer.headers["etag"]}
+    )
+    assert again.status_code == 304
+    assert_problem(http.get("/v1/audit/waves?max_len=30&width=4&paths=device"), 422, "paths")
+
+
+def test_a_stub_with_an_audit_record_is_compared(http: httpx.Client) -> None:
+    body = {
+        "a": {"family": "waves", "parameters": {"width": 4}},
+        "b": {"family": "waves", "parameters": {"width": 4, "rounding": "exact"}},
+        "stop": 5000,
+    }
+    answer = http.post("/v1/compare", json=body)
+    assert answer.status_code == 200, answer.text
+    compared = answer.json()
+    assert 0 < max(band["max_difference"] for band in compared["bands"]) < 1e-3
+    assert "max_angle_drift" not in compared["bands"][0]
+    # a family without the record is not compared: ramp's tables are not audited
+    ramp_body = {**body, "a": {"family": "ramp", "parameters": {"width": 4}}}
+    problem = assert_problem(http.post("/v1/compare", json=ramp_body), 422, "a.family")
+    assert "waves" in problem["errors"][0]["detail"]
+
+
+def test_an_audit_declared_without_its_record_is_refused_at_create_app() -> None:
+    unrecorded = dataclasses.replace(ramp.TABLE, audit=True)
+    with pytest.raises(TypeError, match=r"family ramp declares audit=True .* no audit record"):
+        create_app(Settings(), families=[unrecorded])
 
 
 def test_the_real_families_are_declared_on_the_same_seam() -> None:

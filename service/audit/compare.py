@@ -18,7 +18,6 @@ from service import plots
 from service.audit import bands, paths
 from service.encodings import registry
 from service.encodings.registry import Key
-from service.encodings.rotary import RotaryKey
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -62,11 +61,12 @@ def _chunks(a: Key, b: Key, positions: NDArray[np.int64]) -> Iterator[tuple[Matr
     """``|a - b|`` at ``positions``, a chunk at a time, each table computed once; with each
     rotary pair's angle drift."""
     step = max(1, CHUNK_ENTRIES // paths.width(a))
+    turned_pairs = paths.angles(a) is not None and paths.angles(b) is not None
     for begin in range(0, len(positions), step):
         at = positions[begin : begin + step]
         first, second = values(a, at), values(b, at)
         drift = None
-        if isinstance(a, RotaryKey) and isinstance(b, RotaryKey):
+        if turned_pairs:
             half = first.shape[1] // 2
             turned = np.arctan2(first[:, half:], first[:, :half])
             turned -= np.arctan2(second[:, half:], second[:, :half])

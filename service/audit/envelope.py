@@ -1,5 +1,6 @@
 """The ``device`` path: not one table but an envelope, the largest error a GPU's math
-library may give a rotary entry, from the ulp bounds its functions are documented with
+library may give an entry of a turned pair (:class:`service.encodings.registry.Angles`: a
+rotary entry), from the ulp bounds its functions are documented with
 (CUDA C++ Programming Guide, "Mathematical Functions": ``powf`` 4 ulp, ``sinf`` and
 ``cosf`` 2 ulp; IEEE division and multiplication correctly rounded), applied to
 transformers' operation order. It is an estimate: the docs give its measured margin over
@@ -24,39 +25,36 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from service.audit.paths import exact_key, library_key
-from service.encodings import rotary
-from service.encodings.rotary import RotaryKey
+from service.audit.paths import angles, exact_key, library_key
+from service.encodings.registry import Angles, Key
 
-# the device's frequencies, in float32 ulps of each: powf's 4 and the CPU's own rounding,
-# and what each scaling computes beside on the device
-ULPS: Final[dict[str, float]] = {
-    "none": 5.0,
-    "linear": 5.0,
-    "ntk": 5.0,
-    "proportional": 5.0,
-    "llama3": 6.0,
-    "yarn": 6.0,
-    "longrope": 8.0,
-    "dynamic": 11.0,  # its base is a device pow too: both errors reach the frequency
-}
 _TRIG: Final = 2.0**-22  # sinf, cosf: 2 ulp of a result of at most 1
 _EPSILON: Final = 2.0**-23
 
 
-def frequency_error(key: RotaryKey) -> NDArray[np.float64]:
-    """How far the device's inverse frequencies may be from the exact ones."""
-    exact = rotary.frequencies(exact_key(key))[0]  # type: ignore[arg-type]
-    cpu = rotary.library_frequencies(library_key(key)).astype(np.float64)
-    error: NDArray[np.float64] = np.abs(cpu - exact) + ULPS[key.scaling] * _EPSILON * exact
+def _turning(key: Key) -> Angles[Key]:
+    turning = angles(key)
+    if turning is None:
+        raise TypeError("the device envelope is a turned pair's: its family has no angles")
+    return turning
+
+
+def frequency_error(key: Key) -> NDArray[np.float64]:
+    """How far the device's inverse frequencies may be from the exact ones (by the ulps the
+    family's record gives, :attr:`Angles.ulps`)."""
+    turning = _turning(key)
+    exact = turning.exact(exact_key(key))
+    cpu = turning.library(library_key(key)).astype(np.float64)
+    error: NDArray[np.float64] = np.abs(cpu - exact) + turning.ulps(key) * _EPSILON * exact
     return error
 
 
 def bounds(
-    key: RotaryKey, positions: NDArray[np.int64]
+    key: Key, positions: NDArray[np.int64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Per position and pair: the bound on a cos or sin entry's error, and on its angle's."""
-    exact = rotary.frequencies(exact_key(key))[0]  # type: ignore[arg-type]
+    turning = _turning(key)
+    exact = turning.exact(exact_key(key))
     wide = positions.astype(np.float64)
     narrow = positions.astype(np.float32).astype(np.float64)
     angle = narrow[:, None] * exact[None, :]
@@ -66,6 +64,6 @@ def bounds(
         + np.abs(narrow - wide)[:, None] * exact[None, :]
         + ulp / 2
     )
-    attention = key.attention
+    attention = turning.attention(key)
     entry = attention * (np.minimum(drift, 2.0) + _TRIG) + attention * _EPSILON / 2
     return np.minimum(entry, 2 * attention), drift

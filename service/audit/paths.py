@@ -21,93 +21,68 @@ A sinusoidal table's paths are ``library``, the tables stored in bfloat16 and fl
 the preset's rows at positions cast to float32, bfloat16 and float16. ALiBi's bias is
 audited by distance: each head's entry is its slope times the distance (BLOOM's float32
 slopes and product for ``library``), the same paths.
+
+What a family is to the audit (its exact and library keys, its entries, whether they are
+turned pairs, the shared paths it keeps and its own) is its record,
+:class:`service.encodings.registry.Audit`: the paths read the record, never the key's type.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact, _rope_library, alibi, engines, registry, rotary
-from service.encodings.alibi import BiasKey
-from service.encodings.registry import Key
-from service.encodings.rotary import RotaryKey
+from service.encodings import engines, registry
+from service.encodings.registry import Angles, AuditPath, Key, Values
 
-Values = NDArray[np.float64]
-
-
-@dataclass(frozen=True, slots=True)
-class Path:
-    """A path: its name, what it is (and its source), and its entries at positions."""
-
-    name: str
-    description: str
-    values: Callable[[Key, NDArray[np.int64]], Values]
+Path = AuditPath[Any]
 
 
 def exact_key(key: Key) -> Key:
     """The key of the exact table, in float64, no cache rounding."""
-    changes: dict[str, Any] = {"rounding": "exact", "dtype": "float64"}
-    if isinstance(key, RotaryKey):
-        changes["cache_dtype"] = "float32"
-    return dataclasses.replace(key, **changes)
+    return registry.audit(key).exact(key)
 
 
 def library_key(key: Key) -> Key:
-    return dataclasses.replace(key, rounding="library", dtype="float32")
+    return registry.audit(key).library(key)
+
+
+def angles(key: Key) -> Angles[Any] | None:
+    """How ``key``'s entries turn, for a family of turned pairs (RoPE)."""
+    return registry.audit(key).angles
 
 
 def entries(key: Key, rows: NDArray[Any]) -> Values:
     """What a path's entries are compared by: a rotary row's cos and sin of each pair once
     (the other member of a pair repeats them); a table's row."""
-    if not isinstance(key, RotaryKey):
-        return np.asarray(rows, np.float64)
-    cos, sin = rotary.halves(key, rows)
-    first = slice(0, key.pairs) if key.convention == "half" else slice(0, None, 2)
-    return np.concatenate([cos[:, first], sin[:, first]], axis=1).astype(np.float64)
+    return registry.audit(key).entries(key, rows)
 
 
 def width(key: Key) -> int:
     """How many entries a position has in an audit."""
-    if isinstance(key, BiasKey):
-        return key.num_heads
-    return 2 * key.pairs if isinstance(key, RotaryKey) else key.width
+    return registry.audit(key).width(key)
 
 
 def exact(key: Key, positions: NDArray[np.int64]) -> Values:
     """The exact entries at ``positions`` (ALiBi: each head's slope times the distance)."""
-    if isinstance(key, BiasKey):
-        hi, lo = alibi.exact_slopes(key.num_heads)
-        p_hi, p_lo = _exact.dd_mul(
-            hi[None, :], lo[None, :], positions.astype(np.float64)[:, None], 0.0
-        )
-        return p_hi + p_lo
-    reference = exact_key(key)
-    return entries(key, registry.take(reference, positions))
-
-
-def _alibi(key: BiasKey, distances: NDArray[np.float64]) -> Values:
-    """BLOOM's bias magnitudes: the float32 slopes times float32 distances, in float32."""
-    slopes = alibi.library_slopes(key.num_heads)
-    with np.errstate(invalid="ignore", over="ignore"):
-        product = distances.astype(np.float32)[:, None] * slopes[None, :]
-    return product.astype(np.float64)
+    record = registry.audit(key)
+    if record.exact_at is not None:
+        return record.exact_at(key, positions)
+    return entries(key, registry.take(exact_key(key), positions))
 
 
 def _library_table(key: Key, positions: NDArray[np.int64]) -> NDArray[Any]:
-    if isinstance(key, BiasKey):
-        return _alibi(key, positions.astype(np.float64)).astype(np.float32)
+    record = registry.audit(key)
+    if record.library_at is not None:
+        return record.library_at(key, positions.astype(np.float64)).astype(np.float32)
     return registry.take(library_key(key), positions)
 
 
 def _library(key: Key, positions: NDArray[np.int64]) -> Values:
-    table = _library_table(key, positions)
-    return table.astype(np.float64) if isinstance(key, BiasKey) else entries(key, table)
+    return entries(key, _library_table(key, positions))
 
 
 def _stored(dtype: engines.CacheDType) -> Callable[[Key, NDArray[np.int64]], Values]:
@@ -118,7 +93,7 @@ def _stored(dtype: engines.CacheDType) -> Callable[[Key, NDArray[np.int64]], Val
                 table = table.astype(np.float16).astype(np.float32)
         else:
             engines.stored(table, dtype)
-        return table.astype(np.float64) if isinstance(key, BiasKey) else entries(key, table)
+        return entries(key, table)
 
     return values
 
@@ -145,30 +120,34 @@ def _tf32(values: NDArray[np.float32]) -> NDArray[np.float32]:
 
 
 def _turned(
-    key: RotaryKey, positions: NDArray[np.float64], inverse: NDArray[np.float32], tf32: bool = False
+    key: Key, positions: NDArray[np.float64], inverse: NDArray[np.float32], tf32: bool = False
 ) -> Values:
-    """transformers' rows at (cast) positions with these inverse frequencies: each pair's
-    cos and sin once, stored as the key stores its table."""
+    """The library's entries at (cast) positions with these inverse frequencies: each
+    pair's cos and sin once, stored as the key stores its table."""
+    turning = angles(key)
+    assert turning is not None
     at = positions.astype(np.float32)
     if tf32:
         at, inverse = _tf32(at), _tf32(inverse)
     with np.errstate(invalid="ignore", over="ignore"):  # an infinite position: NaN
-        cos, sin = _rope_library.cos_sin(at, inverse, key.attention)
-    values = np.concatenate([cos, sin], axis=1)
-    engines.stored(values, key.cache_dtype)
-    return values.astype(np.float64)
+        return turning.turned(key, at, inverse)
+
+
+def _library_frequencies(key: Key) -> NDArray[np.float32]:
+    turning = angles(key)
+    assert turning is not None
+    return turning.library(library_key(key))
 
 
 def _positions(dtype: str) -> Callable[[Key, NDArray[np.int64]], Values]:
     def values(key: Key, positions: NDArray[np.int64]) -> Values:
-        if isinstance(key, BiasKey):
-            return _alibi(key, cast(positions, dtype))
-        if isinstance(key, RotaryKey):
-            inverse = rotary.library_frequencies(library_key(key))
-            return _turned(key, cast(positions, dtype), inverse)
-        moved = cast(positions, dtype)
+        record, moved = registry.audit(key), cast(positions, dtype)
+        if record.angles is not None:
+            return _turned(key, moved, _library_frequencies(key))
+        if record.library_at is not None:
+            return record.library_at(key, moved)
         finite = np.isfinite(moved)
-        out = np.full((len(positions), key.width), np.nan)
+        out = np.full((len(positions), record.width(key)), np.nan)
         if finite.any():
             rows = registry.take(library_key(key), moved[finite].astype(np.int64))
             out[finite] = entries(key, rows)
@@ -178,58 +157,56 @@ def _positions(dtype: str) -> Callable[[Key, NDArray[np.int64]], Values]:
 
 
 def _bf16_frequencies(key: Key, positions: NDArray[np.int64]) -> Values:
-    assert isinstance(key, RotaryKey)
-    inverse = rotary.library_frequencies(library_key(key)).copy()
+    inverse = _library_frequencies(key).copy()
     engines.stored(inverse, "bfloat16")
     return _turned(key, positions.astype(np.float64), inverse)
 
 
 def _tf32_angles(key: Key, positions: NDArray[np.int64]) -> Values:
-    assert isinstance(key, RotaryKey)
-    inverse = rotary.library_frequencies(library_key(key))
-    return _turned(key, positions.astype(np.float64), inverse, tf32=True)
+    return _turned(key, positions.astype(np.float64), _library_frequencies(key), tf32=True)
 
 
 _TABLE: Final = "transformers' float32 arithmetic (the service's rounding=library table)"
-COMMON: Final = (
-    Path("library", f"{_TABLE}.", _library),
-    Path(
+COMMON: Final[tuple[Path, ...]] = (
+    AuditPath("library", f"{_TABLE}.", _library),
+    AuditPath(
         "bf16-table",
         "The library's table stored in bfloat16, rounded to nearest even, as attention in a "
         "bf16 model reads it (cos.to(x.dtype); a bf16 cache, as vLLM's).",
         _stored("bfloat16"),
     ),
-    Path(
+    AuditPath(
         "fp16-table",
         "The library's table stored in float16, rounded to nearest even.",
         _stored("float16"),
     ),
-    Path(
+    AuditPath(
         "float32-positions",
         "Position ids cast to float32 before the product (position_ids.float()): integers "
         "past 2^24 are rounded.",
         _positions("float32"),
     ),
-    Path(
+    AuditPath(
         "bf16-positions",
         "Position ids cast to bfloat16 before the product: integers past 256 are rounded.",
         _positions("bfloat16"),
     ),
-    Path(
+    AuditPath(
         "fp16-positions",
         "Position ids cast to float16 before the product: integers past 2048 are rounded, "
         "past 65504 infinite (the entries NaN: error counted as the largest).",
         _positions("float16"),
     ),
 )
-ROTARY: Final = (
-    Path(
+# the paths of turned pairs (:attr:`registry.Audit.angles`)
+ANGLES: Final[tuple[Path, ...]] = (
+    AuditPath(
         "bf16-frequencies",
         "The inverse frequencies cast to bfloat16 before the product (inv_freq in a bf16 "
         "module's buffers).",
         _bf16_frequencies,
     ),
-    Path(
+    AuditPath(
         "tf32-angles",
         "The product's inputs rounded to TF32 (10-bit mantissa, to nearest even), as a TF32 "
         "GEMM computes positions @ inv_freq, accumulated in float32.",
@@ -239,5 +216,9 @@ ROTARY: Final = (
 
 
 def paths_of(key: Key) -> tuple[Path, ...]:
-    """The paths that mean something for ``key``'s family."""
-    return COMMON + ROTARY if isinstance(key, RotaryKey) else COMMON
+    """The paths that mean something for ``key``'s family: the shared ones its entries
+    allow (and it keeps), then its own."""
+    record = registry.audit(key)
+    shared = COMMON + ANGLES if record.angles is not None else COMMON
+    kept = [path for path in shared if record.paths is None or path.name in record.paths]
+    return (*kept, *record.own)

@@ -3,7 +3,7 @@ the first positions where it passes the thresholds, and, for a rotary table, the
 where a pair's angle is off by more than pi/2 (the table points the wrong way).
 
 The positions are evaluated a few hundred thousand entries at a time, the exact ones once
-for every path (:mod:`.tally` keeps what each path's figures need): what an audit holds
+for every path (:mod:`.differences` keeps what each path's figures need): what an audit holds
 does not grow with its positions or its width. What it evaluates is counted before it
 runs (:func:`cost`): the positions of its plan, every path's entries and the exact ones
 there, the dense scan of the first crossings below :data:`SCAN_FIRST` entries (shared by
@@ -19,11 +19,10 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from service.audit import bands, paths, tally
-from service.audit.tally import DEVICE, Matrixer
+from service.audit import bands, differences, paths
+from service.audit.differences import DEVICE, BandStatistics, Matrixer
 from service.encodings import registry
 from service.encodings.registry import Key
-from service.encodings.rotary import RotaryKey
 
 # the entries evaluated at every position from 0 (each path's and the exact ones)
 SCAN: Final = 1 << 21
@@ -55,7 +54,9 @@ class Cost:
 def names(key: Key) -> list[str]:
     """The paths that apply to ``key``, in order."""
     found = [path.name for path in paths.paths_of(key)]
-    return [*found, DEVICE] if isinstance(key, RotaryKey) else found
+    record = registry.audit(key)
+    device = record.angles is not None and (record.paths is None or DEVICE in record.paths)
+    return [*found, DEVICE] if device else found
 
 
 def _reach(key: Key, max_len: int) -> tuple[int, int]:
@@ -72,7 +73,7 @@ def cost(key: Key, max_len: int, chosen: Sequence[str], edges: Sequence[int] | N
     scanned, scan_to = _reach(key, max_len)
     positions = bands.count(spans, scanned)
     width, tables = paths.width(key), len(chosen) + 1  # each path's, and the exact ones
-    tests = len(bands.THRESHOLDS) + isinstance(key, RotaryKey)
+    tests = len(_tests(key))
     numbers = (positions + scan_to - scanned) * width * tables
     if max_len > scan_to:  # each crossing past the scan refined: a path's and the exact
         numbers += len(chosen) * tests * bands.refined(bands.widest(spans)) * width * 2
@@ -90,7 +91,7 @@ def plan(key: Key, max_len: int, spans: Sequence[bands.Band]) -> NDArray[np.int6
 def _chunks(key: Key, max_len: int, spans: Sequence[bands.Band]) -> Iterator[NDArray[np.int64]]:
     """:func:`plan`'s positions in order, a chunk at a time: the plan itself is never held
     (2^21 positions and their union were +100 MiB)."""
-    head, rows = _reach(key, max_len)[0], tally.rows(key)
+    head, rows = _reach(key, max_len)[0], differences.rows(key)
     for start in range(0, head, rows):
         yield np.arange(start, min(start + rows, head), dtype=np.int64)
     waiting: list[NDArray[np.int64]] = []
@@ -111,17 +112,17 @@ def audit(
     """The audit of ``key``'s table to ``max_len``, for the ``chosen`` paths."""
     spans = bands.bands(max_len, edges)
     scanned, scan_to = _reach(key, max_len)
-    matrices = [tally.matrixer(key, name) for name in chosen]
-    tallies = [tally.Tally.of(spans, _tests(key)) for _ in chosen]
+    matrices = [differences.matrixer(key, name) for name in chosen]
+    statistics = [BandStatistics.of(spans, _tests(key)) for _ in chosen]
     exact = any(name != DEVICE for name in chosen)
     for at in _chunks(key, max_len, spans):
         reference = paths.exact(key, at) if exact else None  # once, for every path
-        for matrix, kept in zip(matrices, tallies, strict=True):
+        for matrix, kept in zip(matrices, statistics, strict=True):
             kept.add(at, *matrix.run(at, reference))
-    _scan(key, matrices, tallies, scanned, scan_to)
+    _scan(key, matrices, statistics, scanned, scan_to)
     answers = []
-    for matrix, kept in zip(matrices, tallies, strict=True):
-        measure = tally.measure(key, matrix)
+    for matrix, kept in zip(matrices, statistics, strict=True):
+        measure = differences.measure(key, matrix)
         crossings = [
             None if hit is None else bands.refine(measure, low, hit, test)
             for (low, hit), test in zip(kept.hits, kept.tests, strict=True)
@@ -137,13 +138,13 @@ def audit(
 
 def _tests(key: Key) -> list[bands.Test]:
     thresholds: list[bands.Test] = [_passes(t) for t in bands.THRESHOLDS]
-    return [*thresholds, _misdirected] if isinstance(key, RotaryKey) else thresholds
+    return [*thresholds, _misdirected] if paths.angles(key) is not None else thresholds
 
 
 def _scan(
     key: Key,
     matrices: Sequence[Matrixer],
-    tallies: Sequence[tally.Tally],
+    statistics: Sequence[BandStatistics],
     scanned: int,
     scan_to: int,
 ) -> None:
@@ -152,11 +153,11 @@ def _scan(
     once for every path)."""
     waiting = {
         (index, test): hit
-        for index, kept in enumerate(tallies)
+        for index, kept in enumerate(statistics)
         for test, (low, hit) in enumerate(kept.hits)
         if hit is not None and hit - low > 1 and scanned < hit <= scan_to
     }
-    start, rows = scanned, tally.rows(key)
+    start, rows = scanned, differences.rows(key)
     while waiting:
         stop = min(max(waiting.values()), start + rows)
         at = np.arange(start, stop, dtype=np.int64)
@@ -169,17 +170,17 @@ def _scan(
             for (path, test), hit in list(waiting.items()):
                 if path != index:
                     continue
-                passed = np.flatnonzero(tallies[path].tests[test](largest, misdirected))
+                passed = np.flatnonzero(statistics[path].tests[test](largest, misdirected))
                 passed = passed[at[passed] < hit]
                 if len(passed) or stop >= hit:
                     found_at = int(at[passed[0]]) if len(passed) else hit
-                    tallies[path].hits[test] = (found_at - 1, found_at)
+                    statistics[path].hits[test] = (found_at - 1, found_at)
                     del waiting[(path, test)]
         start = stop
 
 
 def _answer(
-    key: Key, matrix: Matrixer, kept: tally.Tally, crossings: list[int | None]
+    key: Key, matrix: Matrixer, kept: BandStatistics, crossings: list[int | None]
 ) -> dict[str, Any]:
     labels = [_label(t) for t in bands.THRESHOLDS]
     answer: dict[str, Any] = {
@@ -188,7 +189,7 @@ def _answer(
         "bands": kept.rows(),
         "first_over": dict(zip(labels, crossings, strict=False)),
     }
-    if isinstance(key, RotaryKey):
+    if paths.angles(key) is not None:
         answer["first_misdirected"] = crossings[len(labels)]
     return answer
 

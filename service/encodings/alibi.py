@@ -33,7 +33,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.encodings import _exact
-from service.encodings.registry import Bound, DType, Family, Rounding, register
+from service.encodings.registry import (
+    Audit,
+    Bound,
+    DType,
+    Family,
+    Rounding,
+    Values,
+    register,
+    replacing,
+)
 
 Form = Literal["causal", "bloom", "symmetric"]
 FORMS: Final[tuple[Form, ...]] = get_args(Form)
@@ -271,6 +280,33 @@ class BiasKey:
         return Bias(heads, length, keys, form, start, stop, self.rounding, self.dtype)
 
 
+def exact_magnitudes(key: BiasKey, distances: NDArray[np.int64]) -> Values:
+    """Each head's exact slope times each distance (an audit's exact entries)."""
+    hi, lo = exact_slopes(key.num_heads)
+    p_hi, p_lo = _exact.dd_mul(hi[None, :], lo[None, :], distances.astype(np.float64)[:, None], 0.0)
+    magnitudes: Values = p_hi + p_lo
+    return magnitudes
+
+
+def bloom_magnitudes(key: BiasKey, distances: NDArray[np.float64]) -> Values:
+    """BLOOM's bias magnitudes: the float32 slopes times float32 distances (any, cast ones
+    too), in float32."""
+    slopes = library_slopes(key.num_heads)
+    with np.errstate(invalid="ignore", over="ignore"):
+        product = distances.astype(np.float32)[:, None] * slopes[None, :]
+    return product.astype(np.float64)
+
+
+# audited by distance: each head's entry is its slope times the distance, BLOOM's for the
+# library, whatever their magnitude
+AUDIT: Final[Audit[BiasKey]] = Audit(
+    exact=replacing(rounding="exact", dtype="float64"),
+    library=replacing(rounding="library", dtype="float32"),
+    width=lambda key: key.num_heads,
+    exact_at=exact_magnitudes,
+    library_at=bloom_magnitudes,
+    largest=lambda key: 0.0,
+)
 # Computed per request: each entry is one product, and a repeat is replayed whole.
 SLOPES: Final = register(
     Family(
@@ -290,5 +326,6 @@ BIAS: Final = register(
         # the query refuses a dtype that cannot hold its largest entry, computed exactly;
         # a pass over every entry would cost more than the block (and -inf are masks)
         checked=False,
+        audit=AUDIT,
     )
 )

@@ -6,13 +6,15 @@ consecutive rows into arrays the caller owns, and ``take``, which computes the r
 scattered positions with the same bits (a table kept in the cache by pages of rows); or
 one, ``block``, which computes a block of any shape per request (ALiBi's biases: each
 entry one product, not worth keeping). A row may hold several named arrays side by side
-(rotary's ``cos`` and ``sin``). Everything else (the cache, the table and apply pipelines,
+(rotary's ``cos`` and ``sin``). A family that can be audited carries what the precision
+audit needs of it (:class:`Audit`). Everything else (the cache, the table and apply pipelines,
 replay, pictures, preload) works from a key through this module, never from a family's
 name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -71,6 +73,71 @@ def _rows_shape(key: Key, start: int, stop: int) -> tuple[int, ...]:
     return stop - start, key.width
 
 
+Values = NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPath(Generic[K]):
+    """A computation path an audit measures: its name, what it is (and its source), and the
+    entries a model would see along it at positions, as float64."""
+
+    name: str
+    description: str
+    values: Callable[[K, NDArray[np.int64]], Values]
+
+
+@dataclass(frozen=True, slots=True)
+class Angles(Generic[K]):
+    """Entries that are the cosine and sine of pairs turned by position times an inverse
+    frequency, times an attention factor (RoPE): the audit turns them along the paths a
+    model's arithmetic takes (positions or frequencies cast, TF32 angles), bounds what a
+    GPU may produce (the ``device`` envelope) and finds where a pair points the wrong way.
+    ``exact`` and ``library``: the inverse frequencies of the exact key and of the library
+    key; ``turned``: the library's entries (each pair's cos, then sin) at float32 positions
+    with float32 inverse frequencies, stored as the key stores its table; ``ulps``: how far
+    a device's frequencies may be from the CPU's, in float32 ulps of each."""
+
+    pairs: Callable[[K], int]
+    exact: Callable[[K], Values]
+    library: Callable[[K], NDArray[np.float32]]
+    turned: Callable[[K, NDArray[np.float32], NDArray[np.float32]], Values]
+    attention: Callable[[K], float]
+    ulps: Callable[[K], float]
+
+
+def _as_float64(key: Any, rows: Rows) -> Values:
+    return np.asarray(rows, np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class Audit(Generic[K]):
+    """What the precision audit (:mod:`service.audit`) needs of a family: the key of its
+    exact table (float64, each entry rounded once) and of its library's (``exact`` and
+    ``library``); a position's entries as the audit compares them (``entries`` of rows,
+    ``width`` of them); where the family computes them otherwise than by its rows, the exact
+    entries at positions (``exact_at``) and the library's at positions that need not be
+    integers (``library_at``: positions cast to a narrow float); the largest difference two
+    entries can have (``largest``; 0: none, an entry's own magnitude counts); ``angles``
+    for entries that are turned pairs; the shared paths that apply (``paths``, none: every
+    one its entries allow) and paths of its own (``own``)."""
+
+    exact: Callable[[K], K]
+    library: Callable[[K], K]
+    width: Callable[[K], int] = field(default=lambda key: key.width)
+    entries: Callable[[K, Rows], Values] = _as_float64
+    exact_at: Callable[[K, NDArray[np.int64]], Values] | None = None
+    library_at: Callable[[K, NDArray[np.float64]], Values] | None = None
+    largest: Callable[[K], float] = field(default=lambda key: 2.0)  # a sine's from a cosine's
+    angles: Angles[K] | None = None
+    paths: tuple[str, ...] | None = None
+    own: tuple[AuditPath[K], ...] = ()
+
+
+def replacing(**changes: Any) -> Callable[[K], K]:
+    """A key's copy with ``changes`` (an audit's exact or library key)."""
+    return lambda key: dataclasses.replace(key, **changes)
+
+
 @dataclass(frozen=True, slots=True)
 class Family(Generic[K]):
     """One family: its name (its routes' and listings' name), its key type, its functions
@@ -95,6 +162,7 @@ class Family(Generic[K]):
     # whether every block passes check(): not ALiBi's biases, whose largest magnitude is
     # computed exactly before the block, and whose masks are -inf
     checked: bool = True
+    audit: Audit[K] | None = None
 
     def __post_init__(self) -> None:
         rows = (self.fill is not None, self.take is not None)
@@ -134,6 +202,14 @@ def family_of(key: Key) -> Family[Any]:
         return _FAMILIES[type(key)]
     except KeyError:
         raise TypeError(f"{type(key).__name__} is not a registered family key") from None
+
+
+def audit(key: Key) -> Audit[Key]:
+    """What the precision audit needs of ``key``'s family."""
+    family = family_of(key)
+    if family.audit is None:
+        raise TypeError(f"family {family.name} declares no audit record")
+    return family.audit
 
 
 def row_bytes(key: Key) -> int:

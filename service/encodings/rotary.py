@@ -30,12 +30,16 @@ from service.encodings import _exact, _rope_exact, _rope_library, engines, scali
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
+    Angles,
+    Audit,
     Bound,
     DType,
     Family,
     Rounding,
     Rows,
+    Values,
     register,
+    replacing,
 )
 from service.errors import InvalidParameter
 
@@ -260,6 +264,59 @@ def preparation(key: RotaryKey) -> int:
     return _rope_exact.preparation(key.scaling, key.base, key.rotary_dim, key.params)
 
 
+def entries(key: RotaryKey, rows: Rows) -> Values:
+    """What an audit compares of a row: each pair's cos and sin once (the other member of
+    a pair repeats them)."""
+    cos, sin = halves(key, rows)
+    first = slice(0, key.pairs) if key.convention == "half" else slice(0, None, 2)
+    return np.concatenate([cos[:, first], sin[:, first]], axis=1).astype(np.float64)
+
+
+def turned(key: RotaryKey, at: NDArray[np.float32], inverse: NDArray[np.float32]) -> Values:
+    """transformers' entries at float32 positions with these inverse frequencies: each
+    pair's cos and sin once, stored as the key stores its table."""
+    cos, sin = _rope_library.cos_sin(at, inverse, key.attention)
+    values = np.concatenate([cos, sin], axis=1)
+    engines.stored(values, key.cache_dtype)
+    return values.astype(np.float64)
+
+
+# how far a GPU's inverse frequencies may be from the exact ones, in float32 ulps of each:
+# powf's 4 and the CPU's own rounding, and what each scaling computes beside on the device
+ULPS: Final[dict[str, float]] = {
+    "none": 5.0,
+    "linear": 5.0,
+    "ntk": 5.0,
+    "proportional": 5.0,
+    "llama3": 6.0,
+    "yarn": 6.0,
+    "longrope": 8.0,
+    "dynamic": 11.0,  # its base is a device pow too: both errors reach the frequency
+}
+AUDIT: Final[Audit[RotaryKey]] = Audit(
+    exact=replacing(rounding="exact", dtype="float64", cache_dtype="float32"),
+    library=replacing(rounding="library", dtype="float32"),
+    width=lambda key: 2 * key.pairs,
+    entries=entries,
+    largest=lambda key: 2 * key.attention,
+    angles=Angles(
+        pairs=lambda key: key.pairs,
+        exact=lambda key: frequencies(key)[0],
+        library=library_frequencies,
+        turned=turned,
+        attention=lambda key: key.attention,
+        ulps=lambda key: ULPS[key.scaling],
+    ),
+)
 FAMILY: Final = register(
-    Family("rotary", RotaryKey, fill, take, bound, preparation=preparation, arrays=("cos", "sin"))
+    Family(
+        "rotary",
+        RotaryKey,
+        fill,
+        take,
+        bound,
+        preparation=preparation,
+        arrays=("cos", "sin"),
+        audit=AUDIT,
+    )
 )

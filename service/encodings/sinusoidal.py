@@ -26,12 +26,14 @@ from service.encodings.catalogue import PRESETS
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
+    Audit,
     Bound,
     DType,
     Family,
     Rounding,
     Rows,
     register,
+    replacing,
 )
 from service.errors import InvalidParameter
 
@@ -281,6 +283,11 @@ def bound(key: SinusoidalKey) -> Bound:
     return Bound(scale, named)
 
 
+# an audit compares each row as it is
+AUDIT: Final[Audit[SinusoidalKey]] = Audit(
+    exact=replacing(rounding="exact", dtype="float64"),
+    library=replacing(rounding="library", dtype="float32"),
+)
 FAMILY: Final = register(
-    Family("sinusoidal", SinusoidalKey, fill, take, bound, lambda key: key.shift)
+    Family("sinusoidal", SinusoidalKey, fill, take, bound, lambda key: key.shift, audit=AUDIT)
 )

@@ -20,7 +20,16 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings.registry import Bound, DType, Family, Rounding, Rows, register
+from service.encodings.registry import (
+    Audit,
+    Bound,
+    DType,
+    Family,
+    Rounding,
+    Rows,
+    register,
+    replacing,
+)
 from service.errors import InvalidParameter
 from service.settings import POSITION_CEILING
 
@@ -78,4 +87,8 @@ def bound(key: TemperatureKey) -> Bound:
     return Bound(largest + 1.0, ("attn_scale", "floor_scale"))
 
 
-FAMILY: Final = register(Family("temperature", TemperatureKey, fill, take, bound))
+AUDIT: Final[Audit[TemperatureKey]] = Audit(
+    exact=replacing(rounding="exact", dtype="float64"),
+    library=replacing(rounding="library", dtype="float32"),
+)
+FAMILY: Final = register(Family("temperature", TemperatureKey, fill, take, bound, audit=AUDIT))

@@ -17,7 +17,6 @@ from service.routes import (
     sinusoidal,
     temperature,
 )
-from service.web import compare
 from service.web.declared import Declared
 from service.web.families import router
 
@@ -39,5 +38,4 @@ ROUTERS: list[APIRouter] = [
     inference.router,
     explorer.router,
     docs.router,
-    compare.router(FAMILIES),
 ]

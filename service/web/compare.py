@@ -81,8 +81,12 @@ class Spec(NamedTuple):
 
 
 def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
-    """The route, for the ``families`` cached by rows."""
-    known = {each.family.name: each for each in families if each.family.block is None}
+    """The route, for the ``families`` cached by rows that carry the audit's record."""
+    known = {
+        each.family.name: each
+        for each in families
+        if each.family.block is None and each.family.audit is not None
+    }
     routes = APIRouter(tags=["audit"])
 
     async def post(

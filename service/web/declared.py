@@ -117,8 +117,8 @@ class Declared(Generic[Q, K]):
     # families whose tags predate the seam, which clients and caches hold
     path_in_etag: bool = True
     tag: str = ""  # its routes' group in the OpenAPI document; default the family's name
-    # ``GET /v1/audit/{name}`` (:mod:`service.web.audits`): a family of rows whose key has
-    # ``rounding`` and ``dtype`` (:mod:`service.audit.paths` knows its entries)
+    # ``GET /v1/audit/{name}`` (:mod:`service.web.audits`): its family carries the audit's
+    # record (``registry.Audit``), or its routes are refused when they are built
     audit: bool = False
 
     @property

@@ -50,7 +50,15 @@ async def table(
 
 
 def router(declared: Declared[Any, Any]) -> APIRouter:
-    """The routes of ``declared``'s family; the family known to the registry."""
+    """The routes of ``declared``'s family; the family known to the registry.
+
+    Raises ``TypeError`` for a family that declares an audit without the audit's record.
+    """
+    if declared.audit and declared.family.audit is None:
+        raise TypeError(
+            f"family {declared.family.name} declares audit=True but its registry.Family has "
+            "no audit record (registry.Audit): give it one, or declare no audit"
+        )
     registry.register(declared.family)
     routes = APIRouter(tags=[declared.tag or declared.family.name])
     media = {**openapi.TABLE_MEDIA, **({"application/x-npz": {}} if declared.family.arrays else {})}

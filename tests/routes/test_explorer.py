@@ -253,7 +253,7 @@ def test_the_audit_view_says_which_path_a_bf16_model_follows(api: httpx.Client) 
     assert "the <code>bf16-table</code> path" in note
     assert "<code>cos.to(x.dtype)</code>" in note
     named = set(re.findall(r"<code>([a-z0-9]+-[a-z0-9-]+)</code>", note))
-    assert named <= {path.name for path in paths.COMMON + paths.ROTARY}, named
+    assert named <= {path.name for path in paths.COMMON + paths.ANGLES}, named
     (table,) = [path for path in paths.COMMON if path.name == "bf16-table"]
     assert "cos.to(x.dtype)" in table.description  # the path as the service describes it
 

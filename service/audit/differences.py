@@ -14,9 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.audit import bands, envelope, paths
-from service.encodings.alibi import BiasKey
+from service.encodings import registry
 from service.encodings.registry import Key
-from service.encodings.rotary import RotaryKey
 
 DEVICE: Final = "device"
 DEVICE_DESCRIPTION: Final = (
@@ -49,7 +48,7 @@ def rows(key: Key) -> int:
 
 def matrixer(key: Key, name: str) -> Matrixer:
     """The path ``name`` of ``key``'s table."""
-    if name == DEVICE and isinstance(key, RotaryKey):
+    if name == DEVICE and paths.angles(key) is not None:
 
         def device(at: NDArray[np.int64], exact: Matrix | None) -> tuple[Matrix, Mask | None]:
             entry, drift = envelope.bounds(key, at)
@@ -66,23 +65,16 @@ def matrixer(key: Key, name: str) -> Matrixer:
     return Matrixer(name, path.description, True, table)
 
 
-def _worst(key: Key) -> float:
-    """The largest difference two entries can have: cos and sin times the attention factor
-    (ALiBi's have no bound: the entry's own magnitude counts)."""
-    if isinstance(key, BiasKey):
-        return 0.0
-    return 2 * key.attention if isinstance(key, RotaryKey) else 2.0
-
-
 def _differences(key: Key, got: Matrix, exact: Matrix) -> tuple[Matrix, Mask | None]:
+    record = registry.audit(key)
     broken = ~np.isfinite(got)
     with np.errstate(invalid="ignore"):
         differences = np.abs(got - exact)
     # what cannot be read is as wrong as an entry can be (ALiBi: its whole magnitude)
-    differences[broken] = np.maximum(_worst(key), np.abs(exact))[broken]
-    if not isinstance(key, RotaryKey):
+    differences[broken] = np.maximum(record.largest(key), np.abs(exact))[broken]
+    if record.angles is None:
         return differences, None
-    pairs = key.pairs
+    pairs = record.angles.pairs(key)
     with np.errstate(invalid="ignore"):
         turned = np.arctan2(got[:, pairs:], got[:, :pairs]) - np.arctan2(
             exact[:, pairs:], exact[:, :pairs]
@@ -114,7 +106,7 @@ def measure(key: Key, matrix: Matrixer) -> bands.Measure:
 
 
 @dataclass(slots=True)
-class Tally:
+class BandStatistics:
     """What an audit keeps of one path as the chunks of its plan go by (in order): per
     band, the positions seen, the largest error and the sum of each position's mean error;
     per test, the first position seen where it holds and the position seen before it."""
@@ -129,7 +121,7 @@ class Tally:
     last: int = -1  # the last position seen
 
     @classmethod
-    def of(cls, spans: Sequence[bands.Band], tests: Sequence[bands.Test]) -> Tally:
+    def of(cls, spans: Sequence[bands.Band], tests: Sequence[bands.Test]) -> BandStatistics:
         size = len(spans)
         return cls(
             spans,

@@ -1,0 +1,89 @@
+"""A family the precision audit serves: row p holds ``sin(p / 2^k)``, the library's in
+float32 arithmetic, the exact one in float64, rounded once; its audit record
+(:class:`service.encodings.registry.Audit`) adds a path of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.codecs.types import TableFormat
+from service.encodings.registry import (
+    Audit,
+    AuditPath,
+    DType,
+    Family,
+    Rounding,
+    Rows,
+    Values,
+    replacing,
+)
+from service.handlers import Block
+from service.web.declared import Declared
+
+
+@dataclass(frozen=True, slots=True)
+class WaveKey:
+    width: int
+    rounding: Rounding = "library"
+    dtype: DType = "float32"
+
+
+def take(key: WaveKey, positions: NDArray[np.int64]) -> Rows:
+    scales = 2.0 ** np.arange(key.width)
+    if key.rounding == "library":
+        angles = positions.astype(np.float32)[:, None] / scales.astype(np.float32)
+        return np.sin(angles).astype(key.dtype)
+    return np.sin(positions[:, None] / scales).astype(key.dtype)
+
+
+def fill(key: WaveKey, start: int, out: Sequence[Rows]) -> None:
+    for part in out:
+        part[...] = take(key, np.arange(start, start + len(part)))
+        start += len(part)
+
+
+def _even(key: WaveKey, positions: NDArray[np.int64]) -> Values:
+    """The library's rows at the even position below each."""
+    library = WaveKey(key.width, "library", "float32")
+    return take(library, positions - positions % 2).astype(np.float64)
+
+
+EVEN = AuditPath("even-positions", "Each position rounded down to an even one.", _even)
+AUDIT = Audit(
+    exact=replacing(rounding="exact", dtype="float64"),
+    library=replacing(rounding="library", dtype="float32"),
+    paths=("library", "bf16-table", "float32-positions"),
+    own=(EVEN,),
+)
+
+
+class WaveQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_len: int = Field(ge=1)
+    width: int = Field(ge=1, le=64)
+    rounding: Rounding = "library"
+    dtype: DType = "float32"
+    start: int = Field(0, ge=0)
+    format: TableFormat | None = None
+
+    def key(self) -> WaveKey:
+        return WaveKey(self.width, self.rounding, self.dtype)
+
+
+TABLE = Declared(
+    family=Family("waves", WaveKey, fill, take, audit=AUDIT),
+    query=WaveQuery,
+    key=WaveQuery.key,
+    block=lambda query, key: Block(key, query.start, query.max_len, 0, key.width, query.max_len),
+    describe=lambda query, key: query.model_dump(exclude={"format"}),
+    document=WaveQuery,
+    summary="Waves.",
+    operation_id="getWaves",
+    audit=True,
+)
