@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from service.codecs.types import Format
-from service.encodings import engines, rotary, scalings
+from service.encodings import rotary, scalings
 from service.encodings.registry import DType, Rounding
 from service.encodings.rotary import (
     DEFAULT_BASE,
@@ -145,13 +145,13 @@ class RotaryFields(Aliased):
 
     def resolved(self, r: int, max_len: int, rotated: int) -> tuple[Any, scalings.Params]:
         """The key's scaling and its resolved parameters (an engine's may differ)."""
-        return engines.resolve("transformers", self.scaling, self.given(), r, max_len, rotated)
+        return scalings.resolve_for("transformers", self.scaling, self.given(), r, max_len, rotated)
 
     def rotary_key(self, head_dim: int, max_len: int, dtype: DType) -> RotaryKey:
         """The table's key for heads of ``head_dim`` and a sequence of ``max_len``."""
         r = rotary_dim(head_dim, self.partial_rotary_factor)
         rotated = int(self.partial_rotary_factor * head_dim // 2)  # proportional's turning pairs
-        r = head_dim if self.scaling == "proportional" else r  # which keeps the whole head
+        r = head_dim if scalings.rule_of(self.scaling).whole_head else r  # proportional
         if r < 2 or r % 2:
             raise InvalidParameter(
                 "head_dim" if self.partial_rotary_factor == 1 else "partial_rotary_factor",
@@ -268,7 +268,8 @@ class RotaryApplyQuery(RotaryFields):
     def key(self, head_dim: int, dtype: DType) -> RotaryKey:
         length = self.max_len
         if length is None:
-            if self.scaling == "longrope" or (self.scaling == "dynamic" and self.seq_len is None):
+            rule = scalings.rule_of(self.scaling)
+            if rule.lengthwise and ("seq_len" not in rule.parameters or self.seq_len is None):
                 raise InvalidParameter(
                     "max_len",
                     f"scaling={self.scaling} depends on the sequence length: give max_len",
