@@ -18,7 +18,7 @@ from service.encodings.rotary import (
     rotary_dim,
 )
 from service.errors import InvalidParameter
-from service.schemas.common import Aliased, below, within
+from service.schemas.common import Aliased, Window
 from service.settings import POSITION_CEILING
 
 _FACTOR_LIMIT = 1e9  # far above any model's; keeps the arithmetic finite
@@ -191,7 +191,7 @@ def _numbers(text: str, name: str) -> list[float]:
     return values
 
 
-class RotaryTableQuery(RotaryFields):
+class RotaryTableQuery(RotaryFields, Window):
     """Which rotary table, which rows of it, and in what form."""
 
     max_len: int = Field(
@@ -214,20 +214,6 @@ class RotaryTableQuery(RotaryFields):
         "and sin), npy or raw ((2, rows, rotary_dim), cos first); when absent the Accept "
         "header decides.",
     )
-
-    @field_validator("start")
-    @classmethod
-    def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
-        return below(value, info, "max_len", "rows are 0 .. max_len-1")
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return within(value, info, "start", "max_len")
-
-    @property
-    def row_stop(self) -> int:
-        return self.max_len if self.stop is None else self.stop
 
     def key(self) -> RotaryKey:
         return self.rotary_key(self.head_dim, self.max_len, self.dtype)
