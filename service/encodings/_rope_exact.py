@@ -2,8 +2,8 @@
 ``(hi, lo)`` exact to ~2^-100, as the sinusoidal family's are: the base powers from
 :func:`._exact.inverse_powers` (at the base ``ntk`` and ``dynamic`` change to, computed in
 40 digits), times each scaling's per-pair factor computed in 40-digit decimal arithmetic
-from the formulas of transformers' ``modeling_rope_utils.py`` (:data:`.scalings.SOURCES`).
-One function a scaling; :data:`.scalings.RULES` names each scaling's.
+from the formulas of transformers' ``modeling_rope_utils.py``. One function a scaling;
+each scaling's record in :data:`.scalings.RULES` names its function and its source.
 """
 
 from __future__ import annotations

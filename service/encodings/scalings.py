@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 import numpy as np
 
 from service.encodings import _rope_exact, _rope_library
-from service.encodings._rope_library import yarn_range
+from service.encodings._rope_library import yarn_range as yarn_range  # resolving yarn checks it
 from service.encodings.engines import Engine
 from service.errors import InvalidParameter
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Any, get_args
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ from service.encodings import scalings
 from service.schemas import hf_rope
 
 # parameters that resolve every scaling at a rotary dimension of 8
-GIVEN = {
+GIVEN: dict[str, dict[str, Any]] = {
     "none": {},
     "linear": {"factor": 2.0},
     "ntk": {"factor": 2.0},
