@@ -2,7 +2,8 @@
 ``(hi, lo)`` exact to ~2^-100, as the sinusoidal family's are: the base powers from
 :func:`._exact.inverse_powers` (at the base ``ntk`` and ``dynamic`` change to, computed in
 40 digits), times each scaling's per-pair factor computed in 40-digit decimal arithmetic
-from the formulas of transformers' ``modeling_rope_utils.py`` (:data:`.scalings.SOURCES`).
+from the formulas of transformers' ``modeling_rope_utils.py``. One function a scaling;
+each scaling's record in :data:`.scalings.RULES` names its function and its source.
 """
 
 from __future__ import annotations
@@ -10,95 +11,106 @@ from __future__ import annotations
 import collections
 import decimal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
 from service.encodings import _exact
-from service.encodings.scalings import Params, Scaling, yarn_range
+from service.encodings._rope_library import yarn_range
 
 _CONTEXT: Final = decimal.Context(prec=40)
 _PI: Final = decimal.Decimal("3.141592653589793238462643383279502884197")
 
-
-def effective_base(
-    scaling: Scaling, base: float, rotary_dim: int, params: Params
-) -> decimal.Decimal:
-    """The base ``ntk`` and ``dynamic`` change to (else ``base``), in 40 digits."""
-    values = dict(params)
-    b = decimal.Decimal(base)
-    if scaling == "ntk":
-        grow = decimal.Decimal(values["factor"])
-    elif scaling == "dynamic" and values["seq_len"] > values["max_position_embeddings"]:
-        f = decimal.Decimal(values["factor"])
-        ratio = _CONTEXT.divide(f * values["seq_len"], values["max_position_embeddings"])
-        grow = ratio - (f - 1)
-    else:
-        return b
-    exponent = _CONTEXT.divide(rotary_dim, rotary_dim - 2)
-    return _CONTEXT.multiply(b, _CONTEXT.power(grow, exponent))
-
-
 Frequencies = tuple[_exact.Float64Array, _exact.Float64Array]
+
+
+def _grown(base: float, rotary_dim: int, grow: decimal.Decimal) -> decimal.Decimal:
+    """The base ``ntk`` and ``dynamic`` change to, in 40 digits."""
+    exponent = _CONTEXT.divide(rotary_dim, rotary_dim - 2)
+    return _CONTEXT.multiply(decimal.Decimal(base), _CONTEXT.power(grow, exponent))
+
+
+def _powers(base: float | decimal.Decimal, rotary_dim: int) -> Frequencies:
+    return _exact.inverse_powers(decimal.Decimal(base), rotary_dim, rotary_dim // 2)
+
+
+def default(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Frequencies:
+    """none: the base powers."""
+    return _powers(base, rotary_dim)
+
+
+def linear(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Frequencies:
+    hi, lo = _powers(base, rotary_dim)
+    return _exact.scaled(hi, lo, _CONTEXT.divide(1, decimal.Decimal(values["factor"])))
+
+
+def proportional(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Frequencies:
+    """The pairs past the rotated ones have frequency 0."""
+    hi, lo = _powers(base, rotary_dim)
+    hi, lo = hi.copy(), lo.copy()
+    hi[values["rotated"] :] = lo[values["rotated"] :] = 0.0
+    return _exact.scaled(hi, lo, _CONTEXT.divide(1, decimal.Decimal(values["factor"])))
+
+
+def ntk(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Frequencies:
+    return _powers(_grown(base, rotary_dim, decimal.Decimal(values["factor"])), rotary_dim)
+
+
+def dynamic(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Frequencies:
+    """The base grows only past the model's own length."""
+    if values["seq_len"] <= values["max_position_embeddings"]:
+        return _powers(base, rotary_dim)
+    f = decimal.Decimal(values["factor"])
+    ratio = _CONTEXT.divide(f * values["seq_len"], values["max_position_embeddings"])
+    return _powers(_grown(base, rotary_dim, ratio - (f - 1)), rotary_dim)
+
+
+def yarn(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Frequencies:
+    hi, lo = _powers(base, rotary_dim)
+    return _exact.dd_mul(hi, lo, *_yarn(rotary_dim // 2, rotary_dim, base, values))
+
+
+def longrope(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Frequencies:
+    hi, lo = _powers(base, rotary_dim)
+    one = np.ones(rotary_dim // 2)
+    multiplier = _divide((one, 0 * one), (np.array(values["ext_factors"], float), 0 * one))
+    return _exact.dd_mul(hi, lo, *multiplier)
+
+
+def llama3(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Frequencies:
+    hi, lo = _powers(base, rotary_dim)
+    return _exact.dd_mul(hi, lo, *_llama3((hi, lo), values))
+
+
 # The frequencies of the last keys (at most 16 x 8,192 pairs x 16 bytes): a cache whose
 # content can be asked about, so that preparing a key is known to be work, and where.
 _KEPT: Final = 16
-_FREQUENCIES: collections.OrderedDict[tuple[Any, ...], Frequencies] = collections.OrderedDict()
+_FREQUENCIES: collections.OrderedDict[Hashable, Frequencies] = collections.OrderedDict()
 _LOCK: Final = threading.Lock()
 # One pair's factor (double-double, with its base power) costs about this many table numbers.
 PAIR_COST: Final = 64
 
 
-def preparation(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> int:
-    """What computing the key's frequencies costs, in table numbers: 0 once they are kept,
-    or when the scaling multiplies no pair by a factor of its own."""
-    if scaling not in ("llama3", "yarn", "longrope"):
-        return 0
+def is_kept(key: Hashable) -> bool:
+    """Whether the frequencies of ``key`` are kept (computing them again costs nothing)."""
     with _LOCK:
-        if (scaling, base, rotary_dim, params) in _FREQUENCIES:
-            return 0
-    return rotary_dim // 2 * PAIR_COST
+        return key in _FREQUENCIES
 
 
-def frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> Frequencies:
-    """The inverse frequencies of the ``rotary_dim // 2`` pairs, exactly (double-double)."""
-    key = (scaling, base, rotary_dim, params)
+def kept(key: Hashable, compute: Callable[[], Frequencies]) -> Frequencies:
+    """The frequencies of ``key``: kept ones, else ``compute()``'s, then kept."""
     with _LOCK:
         if key in _FREQUENCIES:
             _FREQUENCIES.move_to_end(key)
             return _FREQUENCIES[key]
-    found = _frequencies(scaling, base, rotary_dim, params)
+    found = compute()
     with _LOCK:
         _FREQUENCIES[key] = found
         while len(_FREQUENCIES) > _KEPT:
             _FREQUENCIES.popitem(last=False)
     return found
-
-
-def _frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> Frequencies:
-    pairs = rotary_dim // 2
-    hi, lo = _exact.inverse_powers(
-        effective_base(scaling, base, rotary_dim, params), rotary_dim, pairs
-    )
-    values = dict(params)
-    if scaling == "linear":
-        return _exact.scaled(hi, lo, _CONTEXT.divide(1, decimal.Decimal(values["factor"])))
-    if scaling == "proportional":  # the pairs past the rotated ones have frequency 0
-        hi, lo = hi.copy(), lo.copy()
-        hi[values["rotated"] :] = lo[values["rotated"] :] = 0.0
-        return _exact.scaled(hi, lo, _CONTEXT.divide(1, decimal.Decimal(values["factor"])))
-    if scaling == "llama3":
-        multiplier = _llama3((hi, lo), values)
-    elif scaling == "yarn":
-        multiplier = _yarn(pairs, rotary_dim, base, values)
-    elif scaling == "longrope":
-        one = np.ones(pairs)
-        multiplier = _divide((one, 0 * one), (np.array(values["ext_factors"], float), 0 * one))
-    else:
-        return hi, lo
-    return _exact.dd_mul(hi, lo, *multiplier)
 
 
 # Each pair's factor in double-double arithmetic (about 2^-104 relative, past what the

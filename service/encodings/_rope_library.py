@@ -7,6 +7,9 @@ in float32, cos and sin in float32, times the attention factor in float32).
 torch's float32 ``pow``, ``cos`` and ``sin`` are within an ulp, not correctly rounded:
 here each is the float64 function of the float32 arguments, rounded once. A Python
 number meets a float32 tensor as a float32, as in torch.
+
+One function a scaling, ``(base, rotary_dim, resolved parameters)`` to the inverse
+frequencies; :data:`.scalings.RULES` names each scaling's.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings.scalings import Params, Scaling, yarn_range
+from service.errors import InvalidParameter
 
 F32 = np.float32
 Float32Array = NDArray[np.float32]
@@ -65,36 +68,35 @@ def _dynamic_base(base: float, rotary_dim: int, values: Mapping[str, Any]) -> fl
     return np.asarray(F32(base) * F32(np.float64(grown) ** exponent))
 
 
-def frequencies(scaling: Scaling, base: float, rotary_dim: int, params: Params) -> Float32Array:
-    """The float32 inverse frequencies transformers computes for the scaling (parameters at
-    the edge of their domain may make some 0, infinite or NaN: :func:`.rotary.check`)."""
-    with np.errstate(all="ignore"):
-        return _frequencies(scaling, base, rotary_dim, dict(params))
+def default(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+    """none (transformers' ``default``)."""
+    return _default(base, rotary_dim)
 
 
-def _frequencies(
-    scaling: Scaling, base: float, rotary_dim: int, values: Mapping[str, Any]
-) -> Float32Array:
-    if scaling == "none":
-        return _default(base, rotary_dim)
-    if scaling == "linear":
-        return _over(_default(base, rotary_dim), values["factor"])
-    if scaling == "proportional":  # 1 / base^(2k / head_dim) for the rotated pairs, then 0s
-        turning = np.arange(rotary_dim // 2) < values["rotated"]
-        return _over(np.where(turning, _default(base, rotary_dim), F32(0)), values["factor"])
-    if scaling == "ntk":
-        return _default(base * values["factor"] ** (rotary_dim / (rotary_dim - 2)), rotary_dim)
-    if scaling == "dynamic":
-        return _default(_dynamic_base(base, rotary_dim, values), rotary_dim)
-    if scaling == "yarn":
-        return _yarn(base, rotary_dim, values)
-    if scaling == "longrope":
-        ext = np.asarray(values["ext_factors"], dtype=F32)
-        return _reciprocal(ext * _pow(base, _exponents(rotary_dim)))
-    return _llama3(base, rotary_dim, values)
+def linear(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+    return _over(_default(base, rotary_dim), values["factor"])
 
 
-def _yarn(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+def proportional(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+    """1 / base^(2k / head_dim) for the rotated pairs, then 0s."""
+    turning = np.arange(rotary_dim // 2) < values["rotated"]
+    return _over(np.where(turning, _default(base, rotary_dim), F32(0)), values["factor"])
+
+
+def ntk(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+    return _default(base * values["factor"] ** (rotary_dim / (rotary_dim - 2)), rotary_dim)
+
+
+def dynamic(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+    return _default(_dynamic_base(base, rotary_dim, values), rotary_dim)
+
+
+def longrope(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+    ext = np.asarray(values["ext_factors"], dtype=F32)
+    return _reciprocal(ext * _pow(base, _exponents(rotary_dim)))
+
+
+def yarn(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
     pos_freqs = _pow(base, _exponents(rotary_dim))
     extrapolation = _reciprocal(pos_freqs)
     interpolation = _reciprocal(F32(values["factor"]) * pos_freqs)
@@ -106,7 +108,7 @@ def _yarn(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Arr
     return np.asarray(interpolation * (F32(1) - extra) + extrapolation * extra)
 
 
-def _llama3(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
+def llama3(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32Array:
     inv = _default(base, rotary_dim)
     factor, original = values["factor"], values["original_max_position_embeddings"]
     low, high = values["low_freq_factor"], values["high_freq_factor"]
@@ -117,6 +119,23 @@ def _llama3(base: float, rotary_dim: int, values: Mapping[str, Any]) -> Float32A
         smoothed = _over((F32(1) - smooth) * scaled, factor) + smooth * scaled
     medium = ~(wavelength < F32(original / high)) & ~(wavelength > F32(original / low))
     return np.asarray(np.where(medium, smoothed, scaled))
+
+
+def yarn_range(rotary_dim: int, base: float, params: Mapping[str, Any]) -> tuple[float, float]:
+    """The pairs between which yarn's ramp runs (``find_correction_range``, float64): the
+    exact arithmetic takes them from here too, as transformers computes them."""
+
+    def dim(rotations: float) -> float:
+        wavelengths = params["original_max_position_embeddings"] / (rotations * 2 * math.pi)
+        return (rotary_dim * math.log(wavelengths)) / (2 * math.log(base))
+
+    low, high = dim(params["beta_fast"]), dim(params["beta_slow"])
+    for name, value in [("beta_fast", low), ("beta_slow", high)]:
+        if not math.isfinite(value):
+            raise InvalidParameter(name, "gives a correction range that is not finite")
+    if params["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, rotary_dim - 1)
 
 
 def cos_sin(

@@ -26,7 +26,7 @@ from typing import Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact, _rope_exact, _rope_library, engines, scalings
+from service.encodings import _exact, _rope_library, engines, scalings
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
@@ -117,13 +117,13 @@ def rotary_dim(head_dim: int, partial_rotary_factor: float) -> int:
 
 def frequencies(key: RotaryKey) -> tuple[_exact.Float64Array, _exact.Float64Array]:
     """The exact inverse frequencies of the key's pairs (double-double)."""
-    return _rope_exact.frequencies(key.scaling, key.base, key.rotary_dim, key.params)
+    return scalings.exact_frequencies(key.scaling, key.base, key.rotary_dim, key.params)
 
 
 @functools.lru_cache(maxsize=64)  # at most 64 x 8,192 float32
 def library_frequencies(key: RotaryKey) -> NDArray[np.float32]:
     """The float32 inverse frequencies transformers computes for the key."""
-    return _rope_library.frequencies(key.scaling, key.base, key.rotary_dim, key.params)
+    return scalings.library_frequencies(key.scaling, key.base, key.rotary_dim, key.params)
 
 
 def check(key: RotaryKey, max_len: int) -> None:
@@ -261,7 +261,7 @@ def preparation(key: RotaryKey) -> int:
     """The exact frequencies of llama3, yarn and longrope, once per key."""
     if key.rounding != "exact":
         return 0
-    return _rope_exact.preparation(key.scaling, key.base, key.rotary_dim, key.params)
+    return scalings.preparation(key.scaling, key.base, key.rotary_dim, key.params)
 
 
 def entries(key: RotaryKey, rows: Rows) -> Values:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from service import codecs
 from service.codecs.types import Format, TableFormat
@@ -15,7 +15,7 @@ from service.encodings.alibi import Bias, Form
 from service.encodings.registry import DType, Rounding
 from service.errors import InvalidParameter
 from service.limits import Limits
-from service.schemas.common import below, within
+from service.schemas.common import Window
 
 MASKED: Final[dict[bool, str]] = {
     True: "key positions after the query's (j > i + key_len - max_len): null in JSON, "
@@ -65,10 +65,11 @@ class SlopesQuery(BaseModel):
         }
 
 
-class BiasQuery(BaseModel):
+class BiasQuery(Window):
     """Which bias block, and in what form."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    ROWS: ClassVar[str] = "query rows are 0 .. max_len-1"
 
     num_heads: int = Field(ge=1, description="Attention heads; at most PE_MAX_WIDTH.")
     max_len: int = Field(
@@ -102,20 +103,6 @@ class BiasQuery(BaseModel):
         description="json, npy, raw or safetensors (tensor data); when absent the Accept "
         "header decides.",
     )
-
-    @field_validator("start")
-    @classmethod
-    def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
-        return below(value, info, "max_len", "query rows are 0 .. max_len-1")
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return within(value, info, "start", "max_len")
-
-    @property
-    def row_stop(self) -> int:
-        return self.max_len if self.stop is None else self.stop
 
     def key(self) -> alibi.BiasKey:
         """The tensor, for :mod:`service.encodings.alibi`."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Final, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -101,6 +101,35 @@ def within(value: int | None, info: ValidationInfo, low: str, high: str) -> int 
     if limit is not None and value > limit:
         raise PydanticCustomError("out_of_table", f"must be at most {high} ({limit})")
     return value
+
+
+class Window(BaseModel):
+    """A table's rows ``start .. stop-1`` of ``max_len``: ``start`` below ``max_len``,
+    ``stop`` after ``start`` and at most ``max_len`` (default ``max_len``). Each model
+    declares the three fields in its own words and place (the OpenAPI document lists them
+    in the model's order, and a base model's fields would come first); :attr:`ROWS` says
+    what the rows are in a refusal of ``start``."""
+
+    ROWS: ClassVar[str] = "rows are 0 .. max_len-1"
+    if TYPE_CHECKING:
+        max_len: int
+        start: int
+        stop: int | None
+
+    @field_validator("start", check_fields=False)
+    @classmethod
+    def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
+        return below(value, info, "max_len", cls.ROWS)
+
+    @field_validator("stop", check_fields=False)
+    @classmethod
+    def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return within(value, info, "start", "max_len")
+
+    @property
+    def row_stop(self) -> int:
+        """The row after the last returned."""
+        return self.max_len if self.stop is None else self.stop
 
 
 class RawBodyFields(BaseModel):

@@ -39,7 +39,7 @@ class EngineFields(RotaryFields):
 
     def resolved(self, r: int, max_len: int, rotated: int) -> tuple[Any, scalings.Params]:
         given = self.given()
-        return engines.resolve(
+        return scalings.resolve_for(
             self.engine, self.scaling, given, r, max_len, rotated, self.max_model_len
         )
 

@@ -44,16 +44,11 @@ FIELDS: Final = hf_config.fields(
         ),
     }
 )
-# rope_type as configs spell it -> the service's scaling
+# rope_type as configs spell it -> the service's scaling: each scaling's own, and Qwen2-VL's
+# older configs' mrope (its sections are read beside)
 ROPE_TYPES: Final[dict[str, scalings.Scaling]] = {
-    "default": "none",
-    "linear": "linear",
-    "dynamic": "dynamic",
-    "yarn": "yarn",
-    "longrope": "longrope",
-    "llama3": "llama3",
-    "proportional": "proportional",
-    "mrope": "none",  # Qwen2-VL's older configs; its sections are read beside
+    **{rule.rope_type: name for name, rule in scalings.RULES.items() if rule.rope_type},
+    "mrope": "none",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from service.codecs.types import TableFormat
 from service.encodings.registry import DType, Rounding
@@ -21,7 +21,7 @@ from service.encodings.temperature import (
 )
 from service.errors import InvalidInput
 from service.schemas import hf_config
-from service.schemas.common import Read, below, within
+from service.schemas.common import Read, Window
 from service.schemas.hf_config import BOOLEAN, INTEGER, NUMBER, NUMBERS, Reader, model_type
 from service.schemas.hf_models import ModelType, model_of
 from service.settings import POSITION_CEILING
@@ -40,7 +40,7 @@ FIELDS: Final = hf_config.fields(
 )
 
 
-class TemperatureQuery(BaseModel):
+class TemperatureQuery(Window):
     """Which scales: Llama 4's parameters, which rows, in what form."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -61,20 +61,6 @@ class TemperatureQuery(BaseModel):
     format: TableFormat | None = Field(
         None, description="json, npy, raw or safetensors ((rows, 1)); default by Accept."
     )
-
-    @field_validator("start")
-    @classmethod
-    def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
-        return below(value, info, "max_len", "rows are 0 .. max_len-1")
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return within(value, info, "start", "max_len")
-
-    @property
-    def row_stop(self) -> int:
-        return self.max_len if self.stop is None else self.stop
 
     def key(self) -> TemperatureKey:
         return TemperatureKey(self.floor_scale, self.attn_scale, self.dtype, self.rounding)

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from service.codecs.types import Format
-from service.encodings import engines, rotary, scalings
+from service.encodings import rotary, scalings
 from service.encodings.registry import DType, Rounding
 from service.encodings.rotary import (
     DEFAULT_BASE,
@@ -18,7 +18,7 @@ from service.encodings.rotary import (
     rotary_dim,
 )
 from service.errors import InvalidParameter
-from service.schemas.common import Aliased, below, within
+from service.schemas.common import Aliased, Window
 from service.settings import POSITION_CEILING
 
 _FACTOR_LIMIT = 1e9  # far above any model's; keeps the arithmetic finite
@@ -145,13 +145,13 @@ class RotaryFields(Aliased):
 
     def resolved(self, r: int, max_len: int, rotated: int) -> tuple[Any, scalings.Params]:
         """The key's scaling and its resolved parameters (an engine's may differ)."""
-        return engines.resolve("transformers", self.scaling, self.given(), r, max_len, rotated)
+        return scalings.resolve_for("transformers", self.scaling, self.given(), r, max_len, rotated)
 
     def rotary_key(self, head_dim: int, max_len: int, dtype: DType) -> RotaryKey:
         """The table's key for heads of ``head_dim`` and a sequence of ``max_len``."""
         r = rotary_dim(head_dim, self.partial_rotary_factor)
         rotated = int(self.partial_rotary_factor * head_dim // 2)  # proportional's turning pairs
-        r = head_dim if self.scaling == "proportional" else r  # which keeps the whole head
+        r = head_dim if scalings.rule_of(self.scaling).whole_head else r  # proportional
         if r < 2 or r % 2:
             raise InvalidParameter(
                 "head_dim" if self.partial_rotary_factor == 1 else "partial_rotary_factor",
@@ -191,7 +191,7 @@ def _numbers(text: str, name: str) -> list[float]:
     return values
 
 
-class RotaryTableQuery(RotaryFields):
+class RotaryTableQuery(RotaryFields, Window):
     """Which rotary table, which rows of it, and in what form."""
 
     max_len: int = Field(
@@ -214,20 +214,6 @@ class RotaryTableQuery(RotaryFields):
         "and sin), npy or raw ((2, rows, rotary_dim), cos first); when absent the Accept "
         "header decides.",
     )
-
-    @field_validator("start")
-    @classmethod
-    def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
-        return below(value, info, "max_len", "rows are 0 .. max_len-1")
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return within(value, info, "start", "max_len")
-
-    @property
-    def row_stop(self) -> int:
-        return self.max_len if self.stop is None else self.stop
 
     def key(self) -> RotaryKey:
         return self.rotary_key(self.head_dim, self.max_len, self.dtype)
@@ -268,7 +254,8 @@ class RotaryApplyQuery(RotaryFields):
     def key(self, head_dim: int, dtype: DType) -> RotaryKey:
         length = self.max_len
         if length is None:
-            if self.scaling == "longrope" or (self.scaling == "dynamic" and self.seq_len is None):
+            rule = scalings.rule_of(self.scaling)
+            if rule.lengthwise and ("seq_len" not in rule.parameters or self.seq_len is None):
                 raise InvalidParameter(
                     "max_len",
                     f"scaling={self.scaling} depends on the sequence length: give max_len",

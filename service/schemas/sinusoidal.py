@@ -16,6 +16,7 @@ from service.schemas.common import (
     Height,
     RawBodyFields,
     Width,
+    Window,
     below,
     unshown,
     within,
@@ -23,7 +24,7 @@ from service.schemas.common import (
 from service.schemas.presets import SCALE_LIMIT, PresetFields, PresetName, parameter_fields
 
 
-class RowsQuery(BaseModel):
+class RowsQuery(Window):
     """Which table, and which of its rows."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -46,20 +47,6 @@ class RowsQuery(BaseModel):
     stop: int | None = Field(
         None, ge=1, description="Row after the last returned; default max_len."
     )
-
-    @field_validator("start")
-    @classmethod
-    def _start_in_table(cls, value: int, info: ValidationInfo) -> int:
-        return below(value, info, "max_len", "rows are 0 .. max_len-1")
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_in_table(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return within(value, info, "start", "max_len")
-
-    @property
-    def row_stop(self) -> int:
-        return self.max_len if self.stop is None else self.stop
 
     def label(self) -> str:
         """The parameters as a picture's title shows them."""
