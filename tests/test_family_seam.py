@@ -7,14 +7,10 @@ is built with every family the folder declares), and gets its routes, formats, v
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import io
-import pkgutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import httpx
 import numpy as np
@@ -30,26 +26,13 @@ from service.encodings.registry import Family
 from service.schemas.alibi import SlopesQuery
 from service.schemas.sinusoidal import TableQuery
 from service.settings import Settings
-from service.web.declared import Declared
 from service.web.responses import table_etag
 from tests import seam
 from tests.seam import distances, grid, levels, phases, ramp
 from tests.support import assert_problem, cache_stats, in_process, load, npy_bytes
 
-
-def declared_in(package: ModuleType) -> tuple[Declared[Any, Any], ...]:
-    """The families a package's modules declare: each module's ``TABLE``."""
-    modules = (
-        importlib.import_module(f"{package.__name__}.{each.name}")
-        for each in pkgutil.iter_modules(package.__path__)
-    )
-    return tuple(
-        module.TABLE for module in modules if isinstance(getattr(module, "TABLE", None), Declared)
-    )
-
-
 # the registration: a new file in tests/seam/ that declares its TABLE
-STUBS = declared_in(seam)
+STUBS = seam.stubs()
 RAMP = "/v1/encodings/ramp"
 
 
