@@ -1,5 +1,6 @@
 """The array types that the encodings and the codecs share, below both: a table's element
-types and its rows, and consecutive blocks of rows joined (numpy only)."""
+types and its rows, consecutive blocks of rows joined, and the largest position a row may
+have (numpy only)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from numpy.typing import NDArray
 DType = Literal["float32", "float64", "float16"]
 DTYPES: Final[tuple[DType, ...]] = get_args(DType)
 Rows = NDArray[np.floating]
+# Positions are int32 position ids: the accuracy promise holds up to here, not past it.
+POSITION_CEILING: Final = (1 << 31) - 1
 
 
 def joined(parts: Sequence[Rows]) -> Rows:

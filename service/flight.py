@@ -1,6 +1,6 @@
 """Single flight: one computation in progress, whose result (or failure) every request
 that needs it shares, instead of each repeating it: :class:`Flight` for threads (numpy
-only), :class:`Shared` for coroutines on the event loop."""
+only), :class:`SingleFlight` for coroutines on the event loop."""
 
 from __future__ import annotations
 
@@ -41,25 +41,25 @@ class Flight(Generic[T]):
 
 
 @dataclass(slots=True)
-class _Shared(Generic[T]):
+class _InFlight(Generic[T]):
     task: asyncio.Task[T]
     waiters: int = 0
 
 
-class Shared(Generic[T]):
+class SingleFlight(Generic[T]):
     """Single flight for coroutines on the event loop: requests for the same key while its
     work is in progress await that work instead of starting it again. The work runs in a
     task of its own, so that a waiter that leaves does not cancel it for the others; when
     the last waiter leaves, it is cancelled."""
 
     def __init__(self) -> None:
-        self._flights: dict[Hashable, _Shared[T]] = {}
+        self._flights: dict[Hashable, _InFlight[T]] = {}
 
     async def run(self, key: Hashable, work: Callable[[], Awaitable[T]]) -> T:
         """The result of ``work()``, or of the same key's work already in progress."""
         flight = self._flights.get(key)
         if flight is None:
-            flight = _Shared(asyncio.ensure_future(work()))
+            flight = _InFlight(asyncio.ensure_future(work()))
             self._flights[key] = flight
             flight.task.add_done_callback(functools.partial(self._landed, key, flight))
         flight.waiters += 1
@@ -70,7 +70,7 @@ class Shared(Generic[T]):
             if flight.waiters == 0 and not flight.task.done():
                 flight.task.cancel()
 
-    def _landed(self, key: Hashable, flight: _Shared[T], task: asyncio.Task[T]) -> None:
+    def _landed(self, key: Hashable, flight: _InFlight[T], task: asyncio.Task[T]) -> None:
         if self._flights.get(key) is flight:
             del self._flights[key]
         if not task.cancelled():

@@ -13,7 +13,7 @@ import anyio
 
 from service.cache import Cache
 from service.cores import available as available_cores
-from service.flight import Shared
+from service.flight import SingleFlight
 from service.limits import Budget, Limits
 from service.metrics import Telemetry
 from service.settings import Settings
@@ -44,7 +44,7 @@ class Runtime:
     # matplotlib is not thread-safe: one picture at a time
     painter: anyio.CapacityLimiter = field(init=False)
     # identical pictures asked for at once are drawn once
-    drawings: Shared[bytes] = field(init=False)
+    drawings: SingleFlight[bytes] = field(init=False)
     ready: bool = False
     preload_error: str | None = None
 
@@ -57,7 +57,7 @@ class Runtime:
         self.large_answers = anyio.Semaphore(cores)
         self.posted = Budget(self.settings.posted_bytes)
         self.painter = anyio.CapacityLimiter(1)
-        self.drawings = Shared()
+        self.drawings = SingleFlight()
 
     async def compute(
         self, elements: int, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs

@@ -17,9 +17,9 @@ from typing import Annotated, Any, Final, Literal, get_args, get_origin
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.arrays import POSITION_CEILING as POSITION_CEILING
+
 MiB: Final = 1 << 20
-# Positions are int32 position ids: the accuracy promise holds up to here, not past it.
-POSITION_CEILING: Final = (1 << 31) - 1
 # an origin as browsers send it: scheme://host[:port], nothing after
 _ORIGIN: Final = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#\s,*]+")
 # a number of bytes: 1024, 1024B, 64KiB, 512 MiB, 2gib (IEC binary units only: "MB" is

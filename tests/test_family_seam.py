@@ -1,9 +1,9 @@
 """The family seam: each stub family in ``tests/seam/`` (one per shape: rows cached by
 pages, named arrays per row, a block computed per request, positions of several axes and
 not integers, a key from a posted document, a table the precision audit serves) is one new
-file, registered by one line
-below, and gets its routes, formats, validators, 304s, replay, limits, the cache listing,
-preload and the client with no other change."""
+file, found there (the app below is built with every family the folder declares), and gets
+its routes, formats, validators, 304s, replay, limits, the cache listing, preload, the audit
+and compare, and the client with no other change."""
 
 from __future__ import annotations
 
@@ -28,11 +28,12 @@ from service.schemas.alibi import SlopesQuery
 from service.schemas.sinusoidal import TableQuery
 from service.settings import Settings
 from service.web.responses import table_etag
-from tests.seam import distances, grid, levels, phases, ramp, waves
+from tests import seam
+from tests.seam import distances, grid, levels, phases, ramp
 from tests.support import assert_problem, cache_stats, in_process, load, npy_bytes
 
-# the registration: one line a family
-STUBS = (ramp.TABLE, phases.TABLE, distances.TABLE, grid.TABLE, levels.TABLE, waves.TABLE)
+# the registration: a new file in tests/seam/ that declares its TABLE
+STUBS = seam.stubs()
 RAMP = "/v1/encodings/ramp"
 
 
@@ -45,6 +46,15 @@ def http() -> Iterator[httpx.Client]:
 
 def ramp_rows(start: int, stop: int, width: int) -> NDArray[np.float64]:
     return np.arange(start, stop)[:, None] + np.arange(width, dtype=np.float64)
+
+
+def test_every_stub_in_the_folder_is_served() -> None:
+    """The list is derived from the folder: each shape's stub is found, none twice."""
+    names = [stub.family.name for stub in STUBS]
+    assert {"distances", "grid", "levels", "phases", "ramp"} <= set(names)
+    assert len(set(names)) == len(names)
+    for stub in (ramp.TABLE, phases.TABLE, distances.TABLE, grid.TABLE, levels.TABLE):
+        assert any(each is stub for each in STUBS)
 
 
 def test_the_stubs_touch_nothing_of_the_service() -> None:

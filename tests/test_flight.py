@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from service.flight import Shared
+from service.flight import SingleFlight
 
 
 def test_concurrent_requests_for_one_key_share_one_run() -> None:
@@ -20,9 +20,9 @@ def test_concurrent_requests_for_one_key_share_one_run() -> None:
         return "picture"
 
     async def main() -> list[str]:
-        shared: Shared[str] = Shared()
-        results = await asyncio.gather(*(shared.run("k", work) for _ in range(8)))
-        assert len(shared) == 0  # landed: the next request runs it again
+        flights: SingleFlight[str] = SingleFlight()
+        results = await asyncio.gather(*(flights.run("k", work) for _ in range(8)))
+        assert len(flights) == 0  # landed: the next request runs it again
         return results
 
     assert asyncio.run(main()) == ["picture"] * 8
@@ -38,13 +38,13 @@ def test_a_failure_is_shared_and_the_next_request_runs_again() -> None:
         raise ValueError("cannot draw")
 
     async def main() -> None:
-        shared: Shared[str] = Shared()
+        flights: SingleFlight[str] = SingleFlight()
         results = await asyncio.gather(
-            *(shared.run("k", work) for _ in range(3)), return_exceptions=True
+            *(flights.run("k", work) for _ in range(3)), return_exceptions=True
         )
         assert all(isinstance(r, ValueError) for r in results)
         with pytest.raises(ValueError, match="cannot draw"):
-            await shared.run("k", work)
+            await flights.run("k", work)
 
     asyncio.run(main())
     assert runs == ["run", "run"]
@@ -56,9 +56,9 @@ def test_a_waiter_that_leaves_does_not_cancel_the_work_for_others() -> None:
         return "picture"
 
     async def main() -> str:
-        shared: Shared[str] = Shared()
-        first = asyncio.ensure_future(shared.run("k", work))
-        second = asyncio.ensure_future(shared.run("k", work))
+        flights: SingleFlight[str] = SingleFlight()
+        first = asyncio.ensure_future(flights.run("k", work))
+        second = asyncio.ensure_future(flights.run("k", work))
         await asyncio.sleep(0.01)
         first.cancel()
         return await second
@@ -78,14 +78,14 @@ def test_the_last_waiter_to_leave_cancels_the_work() -> None:
         return "picture"
 
     async def main() -> None:
-        shared: Shared[str] = Shared()
-        waiters = [asyncio.ensure_future(shared.run("k", work)) for _ in range(2)]
+        flights: SingleFlight[str] = SingleFlight()
+        waiters = [asyncio.ensure_future(flights.run("k", work)) for _ in range(2)]
         await asyncio.sleep(0.01)
         for waiter in waiters:
             waiter.cancel()
         await asyncio.gather(*waiters, return_exceptions=True)
         await asyncio.sleep(0.01)
-        assert len(shared) == 0
+        assert len(flights) == 0
 
     asyncio.run(main())
     assert finished == ["cancelled"]

@@ -6,6 +6,7 @@ new preset with a new parameter is one catalogue entry (checked in a fresh inter
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -31,8 +32,16 @@ def test_each_parameter_is_declared_once() -> None:
             assert param == own, (preset.name, param.name)
 
 
-def test_the_position_ceiling_is_the_settings() -> None:
-    assert parameters.POSITION_CEILING == POSITION_CEILING
+def test_the_position_ceiling_is_declared_once() -> None:
+    """One declaration, below pydantic (service/arrays.py): the settings, the wire models and
+    the presets' parameters import it."""
+    declared = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "service").rglob("*.py"))
+        if re.search(r"^POSITION_CEILING\b[^=]*=", path.read_text(), re.MULTILINE)
+    ]
+    assert declared == ["service/arrays.py"]
+    assert parameters.START_INDEX.le == POSITION_CEILING
 
 
 def test_the_wire_is_made_from_the_catalogue() -> None:

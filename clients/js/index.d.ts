@@ -235,8 +235,10 @@ export interface ApplyParams {
   [name: string]: Value | PositionIds;
 }
 
-/** The families an audit covers and a comparison takes. */
-export type Family = "rotary" | "sinusoidal" | "temperature" | "alibi";
+/** A family's name as the service's paths say it (an audit, a comparison's tables): the
+ * service's own, or any other it lists (its OpenAPI document), so a family added to the
+ * service needs no new client. `string & {}` keeps the known names offered by editors. */
+export type Family = "rotary" | "sinusoidal" | "temperature" | "alibi" | (string & {});
 
 /** An audit's parameters: the table's, as its GET takes them (`maxLen`, `headDim`, `base`,
  * `scaling`, ...; `dModel`, `preset`, ... for sinusoidal), less the rows, columns, dtype and

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from service.arrays import POSITION_CEILING
 from service.encodings.presets import DEFAULT_BASE, MAX_FREQUENCY, Param
 
-# settings.POSITION_CEILING (int32 position ids), which this layer cannot import: settings
-# need pydantic (tests/test_preset_seam.py keeps the two equal)
-POSITION_CEILING: Final = (1 << 31) - 1
 # |scale| of an mlx table at most this (and at most what its dtype holds)
 SCALE_LIMIT: Final = 1e30
 

@@ -20,6 +20,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
+from service.arrays import POSITION_CEILING
 from service.encodings.registry import (
     Audit,
     Bound,
@@ -31,7 +32,6 @@ from service.encodings.registry import (
     replacing,
 )
 from service.errors import InvalidParameter
-from service.settings import POSITION_CEILING
 
 DEFAULT_FLOOR_SCALE: Final = 8192.0
 DEFAULT_ATTN_SCALE: Final = 0.1

@@ -1,3 +1,22 @@
 """Stub families, one per shape the seam serves: each a new file that declares itself
-(:class:`service.web.declared.Declared`), registered by one line in
-``tests/test_family_seam.py``."""
+(:class:`service.web.declared.Declared`) as its ``TABLE``: :func:`stubs` finds every one,
+and ``tests/test_family_seam.py`` serves them."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+from service.web.declared import Declared
+
+
+def stubs() -> tuple[Declared[Any, Any], ...]:
+    """The families this folder's modules declare: each module's ``TABLE``."""
+    modules = (
+        importlib.import_module(f"{__name__}.{each.name}")
+        for each in pkgutil.iter_modules(__path__)
+    )
+    return tuple(
+        module.TABLE for module in modules if isinstance(getattr(module, "TABLE", None), Declared)
+    )

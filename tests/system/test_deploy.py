@@ -1,6 +1,7 @@
 """What can be checked of the container setup without a Docker engine: the Dockerfile's
-lint, the compose file's schema and settings, the nginx template's routes, and the image's
-install and start steps, run for real in a fresh virtual environment."""
+lint, the compose file's schema and settings, and the image's install and start steps, run
+for real in a fresh virtual environment. (The nginx template's routes:
+tests/test_nginx_template.py.)"""
 
 from __future__ import annotations
 
@@ -17,9 +18,8 @@ import httpx
 import pytest
 import yaml
 
-from service.app import create_app
 from service.settings import Settings
-from tests.support import HEATMAP, ROOT, SIMILARITY, TABLE, WAIT, running
+from tests.support import ROOT, WAIT, running
 
 pytestmark = pytest.mark.slow
 
@@ -122,32 +122,6 @@ def test_nginx_takes_its_body_limit_from_the_replicas_setting(compose: dict[str,
     anchor = re.search(r"PE_MAX_BODY_BYTES: &([\w-]+) ", text)
     assert anchor is not None
     assert re.findall(r"PE_MAX_BODY_BYTES: (\S+)", text) == [f"&{anchor[1]}", f"*{anchor[1]}"]
-
-
-def test_the_cached_locations_are_the_immutable_routes() -> None:
-    """nginx caches the GET routes that answer ``immutable`` (tests/system/test_proxy.py asks
-    each through nginx), and every POST route under them has an exact location of its own,
-    where it is retried on another replica and never cached."""
-    template = NGINX_TEMPLATE.read_text()
-    cached = re.compile(re.findall(r"location ~ (\S+) \{", template)[0])
-    exact = set(re.findall(r"location = (\S+) \{", template))
-    paths = create_app(Settings()).openapi()["paths"]
-    gets = {path for path, operations in paths.items() if "get" in operations}
-    posts = {path for path, operations in paths.items() if "post" in operations}
-    assert {path for path in gets if cached.match(path)} == {
-        TABLE,
-        HEATMAP,
-        SIMILARITY,
-        "/v1/encodings/rotary",
-        "/v1/biases/alibi",
-        "/v1/biases/alibi/slopes",
-        "/v1/encodings/temperature",
-        "/v1/audit/rotary",
-        "/v1/audit/sinusoidal",
-        "/v1/audit/temperature",
-        "/v1/audit/alibi",
-    }
-    assert {path for path in posts if cached.match(path)} == exact
 
 
 def test_the_image_runs_the_console_script_as_a_non_root_user() -> None:

@@ -113,8 +113,22 @@ def test_a_refused_audit_raises_the_problem(
 
 def test_an_unknown_family_is_not_found(pe: Client) -> None:
     with pytest.raises(ProblemError) as caught:
-        pe.audit("rope", 1024)  # type: ignore[arg-type]
+        pe.audit("rope", 1024)
     assert caught.value.status == 404
+
+
+def test_any_family_the_service_lists_is_asked_for() -> None:
+    """The client keeps no list of families: one the service serves beside its own (as
+    tests/seam's) is asked for by its name."""
+    asked: list[str] = []
+
+    def service(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return httpx.Response(200, json={"family": "ramp", "paths": []})
+
+    with httpx.Client(transport=httpx.MockTransport(service), base_url="http://pe") as http:
+        assert Client(http=http).audit("ramp", 8, width=3)["family"] == "ramp"
+    assert asked == ["/v1/audit/ramp"]
 
 
 def test_the_audit_drawn(pe: Client, http: httpx.Client) -> None:

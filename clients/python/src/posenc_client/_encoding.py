@@ -24,8 +24,10 @@ Convention = Literal["half", "interleaved"]
 Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3"]
 Form = Literal["causal", "bloom", "symmetric"]
 Mrope = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
-# the families an audit covers (``GET /v1/audit/{family}``) and a comparison takes
-Family = Literal["rotary", "sinusoidal", "temperature", "alibi"]
+# a family's name as the service's paths say it (``GET /v1/audit/{family}``, a comparison's
+# tables): "rotary", "sinusoidal", "temperature", "alibi", or any other the service lists
+# (its OpenAPI document), so a family added to the service needs no new client
+Family = str
 # a query parameter's value: numbers, words, booleans, or numbers separated by commas
 Value = int | float | str | bool | Sequence[float] | None
 # a model's config.json, parsed or as its bytes (the clients also take a path and read it)
