@@ -29,7 +29,7 @@ from service.schemas.sinusoidal import TableQuery
 from service.settings import Settings
 from service.web.responses import table_etag
 from tests import seam
-from tests.seam import distances, grid, levels, phases, ramp
+from tests.seam import distances, grid, levels, phases, ramp, waves
 from tests.support import assert_problem, cache_stats, in_process, load, npy_bytes
 
 # the registration: a new file in tests/seam/ that declares its TABLE
@@ -51,9 +51,9 @@ def ramp_rows(start: int, stop: int, width: int) -> NDArray[np.float64]:
 def test_every_stub_in_the_folder_is_served() -> None:
     """The list is derived from the folder: each shape's stub is found, none twice."""
     names = [stub.family.name for stub in STUBS]
-    assert {"distances", "grid", "levels", "phases", "ramp"} <= set(names)
+    assert {"distances", "grid", "levels", "phases", "ramp", "waves"} <= set(names)
     assert len(set(names)) == len(names)
-    for stub in (ramp.TABLE, phases.TABLE, distances.TABLE, grid.TABLE, levels.TABLE):
+    for stub in (ramp.TABLE, phases.TABLE, distances.TABLE, grid.TABLE, levels.TABLE, waves.TABLE):
         assert any(each is stub for each in STUBS)
 
 
