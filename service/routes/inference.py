@@ -12,11 +12,11 @@ from service import handlers
 from service.errors import ServiceError, UnsupportedMediaType
 from service.inference import models, wire
 from service.limits import reserving
+from service.web.answers import respond
 from service.web.bodies import read_posted
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
 from service.web.negotiation import combined
-from service.web.responses import respond
 
 router = APIRouter(prefix="/v2", tags=["inference"])
 
@@ -196,11 +196,12 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
         async def run() -> handlers.Answer:
             parsed = await runtime.compute(elements, wire.parse, body, length, limit)
             large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
-            return await handlers.holding_permit(
-                runtime,
-                large,
-                lambda: runtime.compute(elements, models.infer, runtime, served, parsed),
-            )
+            # a large answer keeps its permit until it has been sent
+            async with handlers.permit(runtime, large) as held:
+                said, encoded = await runtime.compute(
+                    elements, models.infer, runtime, served, parsed
+                )
+                return handlers.Answer(said, encoded, held.hand_over())
 
         answer = await unless_gone(request, run)
-    return respond(runtime, answer, {"cache-control": "no-store"})
+    return respond(answer, {"cache-control": "no-store"})

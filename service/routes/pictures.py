@@ -15,10 +15,10 @@ from service.encodings import registry, sinusoidal
 from service.runtime import Runtime
 from service.schemas.sinusoidal import HeatmapQuery, SimilarityQuery
 from service.web import openapi
+from service.web.answers import not_modified
 from service.web.conditional import IMMUTABLE, fields_etag
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
-from service.web.responses import not_modified
 
 HEATMAP_PATH: Final = "/v1/encodings/sinusoidal/heatmap.png"
 SIMILARITY_PATH: Final = "/v1/encodings/sinusoidal/similarity.png"
@@ -88,7 +88,7 @@ async def get_heatmap(
     )
 
     async def draw() -> bytes:
-        async with handlers.turn(runtime, block.large):
+        async with handlers.permit(runtime, block.large):
             parts = await handlers.rows(runtime, block.key, block.start, block.stop)
             return await paint(
                 runtime,

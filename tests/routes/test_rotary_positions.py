@@ -113,8 +113,8 @@ def test_the_body_stays_reserved_until_its_rows_are_computed(
         held.append(runtime.posted.held)
         return answer_of(runtime, *args)
 
-    answer_of = positions._answer
-    monkeypatch.setattr(positions, "_answer", spying)
+    answer_of = positions.rows_at_ids
+    monkeypatch.setattr(positions, "rows_at_ids", spying)
     body = npy_bytes(np.arange(100, dtype=np.uint8))
     with in_process(create_app(Settings())) as http:
         answer = http.post(f"{ROTARY}/positions?{TABLE}&format=npy", content=body, headers=NPY)
