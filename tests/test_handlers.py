@@ -240,7 +240,8 @@ def test_a_permit_is_held_for_its_block_or_handed_to_the_answer() -> None:
         assert permits.value == total
         async with handlers.permit(runtime, True) as held:
             release = held.hand_over()
-        assert permits.value == total - 1 and release is not None
+        assert permits.value == total - 1
+        assert release is not None
         release()
         assert permits.value == total
 
@@ -271,7 +272,8 @@ def test_a_layered_read_is_one_answer_of_its_tables() -> None:
         table = document["tables"]["sliding_attention"]
         rows = np.concatenate(runtime.cache.rows(local, 0, 3))[1:3]
         assert table["name"] == "sliding_attention"
-        assert np.allclose(table["cos"], rows[:, :4]) and np.allclose(table["sin"], rows[:, 4:])
+        assert np.allclose(table["cos"], rows[:, :4])
+        assert np.allclose(table["sin"], rows[:, 4:])
         _, archive = await handlers.tables(
             runtime, blocks, described, layers, ["rope_theta"], "npz", False
         )
@@ -282,7 +284,9 @@ def test_a_layered_read_is_one_answer_of_its_tables() -> None:
                 "sliding_attention/cos",
                 "sliding_attention/sin",
             ]
-            assert np.array_equal(members["full_attention/sin"], runtime.cache.rows(full, 0, 2)[0][:, 4:])
+            assert np.array_equal(
+                members["full_attention/sin"], runtime.cache.rows(full, 0, 2)[0][:, 4:]
+            )
         zipped, squeezed = await handlers.tables(
             runtime, blocks, described, layers, [], "json", True
         )

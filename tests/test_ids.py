@@ -35,7 +35,8 @@ def test_posted_ids_are_checked_and_keep_their_dtype(runtime: Runtime) -> None:
     limits = runtime.limits
     body = bytearray(npy_bytes(np.array([[3, 1], [0, 2]], dtype=np.uint8)))
     checked = ids.ids_of(body, "npy", True, 1, 4, limits)
-    assert checked.dtype == np.uint8 and checked.shape == (2, 2)
+    assert checked.dtype == np.uint8
+    assert checked.shape == (2, 2)
     sent = bytearray(orjson.dumps({"position_ids": [[0, 1, 2], [3, 4, 5], [6, 7, 8]]}))
     assert ids.ids_of(sent, "json", True, 3, 4, limits).shape == (3, 3)
     with pytest.raises(MalformedBody, match="the body is empty"):
@@ -78,7 +79,8 @@ def test_rows_at_ids_in_json_state_their_shape_and_gzip_when_asked(runtime: Runt
     headers, body = ids.rows_at_ids(runtime, key, at, 1, True, None, "json", True, {"d": 2})
     assert headers["content-encoding"] == "gzip"
     document = orjson.loads(gzip.decompress(body))
-    assert document["d"] == 2 and document["shape"] == [2, 2]
+    assert document["d"] == 2
+    assert document["shape"] == [2, 2]
     assert np.allclose(document["data"], _table(runtime, key, 2)[at])
 
 

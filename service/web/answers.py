@@ -29,8 +29,7 @@ Body = bytes | memoryview
 Encode = Callable[[F, bool], Awaitable[tuple[Headers, Body]]]
 
 # what each format an answer may be in is sent as: the wire formats and a picture
-MEDIA: Final[dict[str, str]] = {fmt: media for fmt, media in MEDIA_TYPES.items()}
-MEDIA["png"] = "image/png"
+MEDIA: Final[dict[str, str]] = dict(MEDIA_TYPES.items(), png="image/png")
 _TEXTUAL: Final = frozenset(fmt for fmt in FORMATS if codecs.textual(fmt))
 _SEND_CHUNK_BYTES: Final = 1 << 20
 

@@ -4,7 +4,8 @@ layer is which kind. JSON ``{"layer_types": [...], "config_fields": [...], "tabl
 {NAME: {the table's fields, its arrays, "location": its GET}}}``; ``npz`` and safetensors
 members ``NAME/cos``, ``NAME/sin`` (a row's named arrays; ``NAME/data`` for one), the
 safetensors' ``__metadata__`` holding ``layer_types`` and each table's fields. ``npy`` and
-``raw`` hold one array: a request names one kind (``layer_type``) for them."""
+``raw`` hold one array: a request names one kind (``layer_type``) for them. The tables are
+checked and planned here, encoded by :func:`service.handlers.tables`."""
 
 from __future__ import annotations
 
