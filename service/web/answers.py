@@ -124,7 +124,7 @@ async def answer(request: Request, runtime: Runtime, plan: Plan[F]) -> Response:
             said, body = await plan.encode(fmt, gzip)
             return handlers.Answer(said, body, held.hand_over())
 
-    return respond(await unless_gone(request, encoded), headers)
+    return _respond(await unless_gone(request, encoded), headers)
 
 
 def not_modified(request: Request, headers: dict[str, str]) -> Response | None:
@@ -134,7 +134,7 @@ def not_modified(request: Request, headers: dict[str, str]) -> Response | None:
     return None
 
 
-def respond(done: handlers.Answer, headers: Mapping[str, str]) -> Response:
+def _respond(done: handlers.Answer, headers: Mapping[str, str]) -> Response:
     """The encoded answer with ``headers`` before its own; one holding a permit gives it
     back once it has been sent (:class:`PermitResponse`)."""
     merged = {**headers, **done.headers}
