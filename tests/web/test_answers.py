@@ -5,13 +5,15 @@ permit held from its encoding until it has been sent."""
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import httpx
 import pytest
 from fastapi import FastAPI, Request, Response
 
+from service.app import create_app
 from service.codecs.types import Encoded, Format
 from service.errors import LimitExceeded, NotAcceptable
 from service.metrics import Telemetry
@@ -19,7 +21,7 @@ from service.runtime import Runtime
 from service.settings import Settings
 from service.web import answers
 from service.web.answers import Offer, Plan
-from tests.support import in_process
+from tests.support import ROOT, in_process
 
 JSON_BODY = b'{"data": [' + b"1.0, " * 99 + b"1.0]}"
 
@@ -148,3 +150,60 @@ def test_a_family_whose_query_names_no_format_is_refused_when_declared() -> None
     with pytest.raises(TypeError, match="must name its answer's format"):
         dataclasses.replace(cast(Any, sinusoidal.TABLE), query=Formatless)
     assert sinusoidal.TABLE.formats == ("json", "npy", "raw", "safetensors")
+
+
+# what a person fills in for the required parameters of a GET that answers arrays
+JSON: Final = "application/json"
+_FILLED: Final = {"max_len": 4, "d_model": 8, "head_dim": 8, "num_heads": 4}
+_COMMITTED: Final = json.loads((ROOT / "openapi" / "openapi.json").read_text())
+# every operation whose answer may be arrays or a picture of them (a wire format but JSON)
+_ARRAY_MEDIA: Final = set(answers.MEDIA.values()) - {"application/json"}
+ARRAYS: Final = sorted(
+    (method, path)
+    for path, operations in _COMMITTED["paths"].items()
+    for method, operation in operations.items()
+    if _ARRAY_MEDIA & set(operation["responses"].get("200", {}).get("content", {}))
+)
+
+
+@pytest.mark.parametrize(("method", "path"), ARRAYS)
+def test_every_endpoint_that_answers_arrays_is_the_one_answers(
+    monkeypatch: pytest.MonkeyPatch, method: str, path: str
+) -> None:
+    """Each operation the document says answers arrays or a picture (tables, apply, rows at
+    ids, per-layer tables, audits, compare, M-RoPE ids, pictures, inference) is answered
+    through :func:`answers.answer`: a new one that answers by itself fails here."""
+    served: list[int] = []
+    respond = answers._respond
+
+    def counted(*args: Any) -> Response:
+        served.append(1)
+        return respond(*args)
+
+    monkeypatch.setattr(answers, "_respond", counted)
+    operation = _COMMITTED["paths"][path][method]
+    query = {
+        parameter["name"]: _FILLED[parameter["name"]]
+        for parameter in operation.get("parameters", [])
+        if parameter.get("required") and parameter["in"] == "query"
+    }
+    target = path.replace("{name}", "sinusoidal").replace("{version}", "1")
+    with in_process(create_app(Settings())) as http:
+        if method == "get":
+            answer = http.get(target, params=query)
+        else:
+            media = operation["requestBody"]["content"]["application/json"]
+            body = (
+                next(iter(media["examples"].values()))["value"]
+                if "examples" in media
+                else media["example"]
+            )
+            example = operation.get("parameters", [])
+            query.update(
+                {p["name"]: p["example"] for p in example if "example" in p and p["in"] == "query"}
+            )
+            answer = http.post(
+                target, params=query, content=json.dumps(body), headers={"content-type": JSON}
+            )
+    assert answer.status_code == 200, answer.text
+    assert served == [1]
