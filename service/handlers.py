@@ -1,22 +1,23 @@
 """Transport-free pipelines, for any family: serve a block of a table (rows from the paged
-cache, sliced, or a block computed per request; encoded, with its strong validator and,
-for a large answer, a permit). Applying a kernel to a posted batch is
-:mod:`service.batches`'. They take parsed values and return encoded answers; HTTP is the
-web toolkit's business."""
+cache, sliced, or a block computed per request; encoded), the tables of a document that
+makes one per kind of layer, and the permit a large answer holds. Applying a kernel to a
+posted batch is :mod:`service.batches`', rows at posted ids :mod:`service.ids`'. They take
+parsed values and return encoded answers; HTTP is the web toolkit's business."""
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import orjson
 
 from service import codecs
-from service.codecs.types import Encoded, Format, Headers, Parts
+from service.codecs.types import MEDIA_TYPES, Encoded, Format, Headers, Parts
 from service.encodings import registry
 from service.encodings.registry import Key
 from service.limits import Limits
@@ -57,9 +58,14 @@ class Block:
         return math.prod(self.shape)
 
     @property
+    def nbytes(self) -> int:
+        """The bytes of the rows it computes (all their columns)."""
+        return (self.stop - self.start) * registry.row_bytes(self.key)
+
+    @property
     def large(self) -> bool:
-        """Whether the rows it computes (all their columns) pass ``LARGE_ANSWER_BYTES``."""
-        return (self.stop - self.start) * registry.row_bytes(self.key) > LARGE_ANSWER_BYTES
+        """Whether the rows it computes pass ``LARGE_ANSWER_BYTES``."""
+        return self.nbytes > LARGE_ANSWER_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,33 +97,42 @@ async def rows(runtime: Runtime, key: Key, start: int, stop: int) -> Parts:
     return parts
 
 
+class Permit:
+    """One of the large-answer permits held (or none, for a small answer): given back when
+    the ``async with`` block ends, unless :meth:`hand_over` passed it to the answer."""
+
+    __slots__ = ("_release",)
+
+    def __init__(self, release: Callable[[], None] | None) -> None:
+        self._release = release
+
+    def hand_over(self) -> Callable[[], None] | None:
+        """What gives the permit back, now the caller's to call (once the answer has been
+        sent): the block's end no longer does. None when no permit is held."""
+        release, self._release = self._release, None
+        return release
+
+    def give_back(self) -> None:
+        release = self.hand_over()
+        if release is not None:
+            release()
+
+
 @asynccontextmanager
-async def turn(runtime: Runtime, large: bool) -> AsyncIterator[None]:
-    """For a large computation, hold one of the few large-answer permits meanwhile."""
+async def permit(runtime: Runtime, large: bool) -> AsyncIterator[Permit]:
+    """``async with permit(runtime, large):`` holds one of the few large-answer permits
+    for a ``large`` computation (nothing for a small one), as ``async with semaphore``
+    does; an answer keeps it until it has been sent with :meth:`Permit.hand_over`."""
     if not large:
-        yield
+        yield Permit(None)
         return
-    async with runtime.large_answers:
-        yield
-
-
-async def holding_permit(
-    runtime: Runtime,
-    large: bool,
-    produce: Callable[[], Awaitable[tuple[Headers, bytes | memoryview]]],
-) -> Answer:
-    """The answer ``produce`` encodes; a ``large`` one holds one of the large-answer permits
-    meanwhile and until it has been sent (:attr:`Answer.release`)."""
-    permits = runtime.large_answers if large else None
-    if permits is not None:
-        await permits.acquire()
+    permits = runtime.large_answers
+    await permits.acquire()
+    held = Permit(permits.release)
     try:
-        headers, body = await produce()
-    except BaseException:
-        if permits is not None:
-            permits.release()
-        raise
-    return Answer(headers, body, permits.release if permits is not None else None)
+        yield held
+    finally:
+        held.give_back()
 
 
 async def encoded(
@@ -136,28 +151,24 @@ async def table(
     fields: Mapping[str, Any],
     fmt: Format,
     gzip: bool,
-) -> Answer:
-    """The encoded block; a large one holds a permit, released by :attr:`Answer.release`.
-    A cached family's rows come from the cache's pages, sliced (a row's named arrays are
-    encoded as named members, or stacked); a family computed per request computes its block
-    with its encoding, in one worker-thread hop for a large one."""
+) -> Encoded:
+    """The encoded block. A cached family's rows come from the cache's pages, sliced (a
+    row's named arrays are encoded as named members, or stacked); a family computed per
+    request computes its block with its encoding, in one worker-thread hop for a large
+    one. A large block's permit is its caller's (:func:`permit`, ``Block.large``)."""
     key, elements = block.key, block.elements
     nbytes = elements * np.dtype(key.dtype).itemsize
-
-    async def produce() -> Encoded:
-        if registry.per_request(key):
-            work = functools.partial(_computed, fmt, fields, block, gzip)
-            return await encoded(runtime, fmt, elements, nbytes, work)
-        parts = await rows(runtime, key, block.start, block.stop)
-        sliced = [part[:, block.dim_start : block.dim_stop] for part in parts]
-        work = (
-            functools.partial(_encode_named, fmt, fields, registry.split(key, sliced), gzip)
-            if registry.arrays(key)
-            else functools.partial(encode, fmt, fields, sliced, "data", gzip)
-        )
+    if registry.per_request(key):
+        work = functools.partial(_computed, fmt, fields, block, gzip)
         return await encoded(runtime, fmt, elements, nbytes, work)
-
-    return await holding_permit(runtime, block.large, produce)
+    parts = await rows(runtime, key, block.start, block.stop)
+    sliced = [part[:, block.dim_start : block.dim_stop] for part in parts]
+    work = (
+        functools.partial(_encode_named, fmt, fields, registry.split(key, sliced), gzip)
+        if registry.arrays(key)
+        else functools.partial(encode, fmt, fields, sliced, "data", gzip)
+    )
+    return await encoded(runtime, fmt, elements, nbytes, work)
 
 
 def _computed(fmt: Format, fields: Mapping[str, Any], block: Block, gzip: bool) -> Encoded:
@@ -176,3 +187,55 @@ def _encode_named(
 ) -> Encoded:
     encoded = codecs.encode_named(fmt, fields, arrays)
     return codecs.gzip(encoded) if gzip and codecs.textual(fmt) else encoded
+
+
+async def tables(
+    runtime: Runtime,
+    blocks: Mapping[str, Block],
+    described: Mapping[str, Mapping[str, Any]],
+    layers: Sequence[str] | None,
+    read: list[str],
+    fmt: Format,
+    gzip: bool,
+) -> Encoded:
+    """The tables of a document that makes one per kind of layer, each block named by its
+    kind, in one answer: JSON ``{"layer_types": layers, "config_fields": read, "tables":
+    {NAME: {its ``described`` fields and arrays}}}``, or members ``NAME/cos``,
+    ``NAME/sin`` (``NAME/data`` for a row of one array) beside the fields and the lists."""
+    arrays = {}
+    for name, block in blocks.items():
+        parts = await rows(runtime, block.key, block.start, block.stop)
+        sliced = [part[:, block.dim_start : block.dim_stop] for part in parts]
+        named = registry.split(block.key, sliced) if registry.arrays(block.key) else None
+        arrays[name] = named or {"data": sliced}
+    elements = sum(block.elements for block in blocks.values())
+    nbytes = sum(block.nbytes for block in blocks.values())
+    work = functools.partial(_encode_tables, fmt, layers, read, described, arrays, gzip)
+    return await encoded(runtime, fmt, elements, nbytes, work)
+
+
+def _encode_tables(
+    fmt: Format,
+    layers: Sequence[str] | None,
+    read: list[str],
+    described: Mapping[str, Mapping[str, Any]],
+    arrays: Mapping[str, Mapping[str, Parts]],
+    gzip: bool,
+) -> Encoded:
+    if fmt == "json":
+        each = {
+            name: orjson.Fragment(codecs.encode_named("json", described[name], named)[1])
+            for name, named in arrays.items()
+        }
+        document = {"layer_types": layers, "config_fields": read}
+        body = orjson.dumps({**document, "tables": each})
+        encoded: Encoded = {"content-type": MEDIA_TYPES["json"]}, body
+        return codecs.gzip(encoded) if gzip else encoded
+    members = {
+        f"{name}/{member}": parts
+        for name, named in arrays.items()
+        for member, parts in named.items()
+    }
+    # the lists last: no table's name takes their place (the reading refuses such names)
+    notes = {**described, "layer_types": layers, "config_fields": read}
+    return codecs.encode_named(fmt, notes, members)

@@ -4,6 +4,7 @@ it needs, through the cache or on their own), its limits, its content coding."""
 from __future__ import annotations
 
 import gzip
+import io
 
 import anyio
 import httpx
@@ -216,3 +217,80 @@ def test_preparing_a_new_key_takes_the_cpu_lane_not_the_quick_one() -> None:
 
     anyio.run(main)
     assert families.preparation(key) == 0
+
+
+def test_a_permit_is_held_for_its_block_or_handed_to_the_answer() -> None:
+    """``async with permit(runtime, large)``: a large answer takes one of the few permits
+    (a small one none) and gives it back when the block ends, even on failure; one
+    handed over stays taken until the answer gives it back."""
+
+    async def main() -> None:
+        runtime = Runtime(Settings(), Telemetry(lambda: None))
+        permits = runtime.large_answers
+        total = permits.value
+        async with handlers.permit(runtime, False) as small:
+            assert permits.value == total
+            assert small.hand_over() is None
+        async with handlers.permit(runtime, True):
+            assert permits.value == total - 1
+        assert permits.value == total
+        with pytest.raises(RuntimeError):
+            async with handlers.permit(runtime, True):
+                raise RuntimeError
+        assert permits.value == total
+        async with handlers.permit(runtime, True) as held:
+            release = held.hand_over()
+        assert permits.value == total - 1
+        assert release is not None
+        release()
+        assert permits.value == total
+
+    anyio.run(main)
+
+
+def test_a_layered_read_is_one_answer_of_its_tables() -> None:
+    """The tables of a document that makes one per kind of layer, driven without HTTP:
+    JSON keyed by kind (each table's fields and arrays), or members ``NAME/cos``."""
+    from service.encodings.rotary import RotaryKey
+
+    async def main() -> None:
+        runtime = Runtime(Settings(), Telemetry(lambda: None))
+        local, full = RotaryKey(4, base=10000.0), RotaryKey(4, base=1000000.0)
+        blocks = {
+            "sliding_attention": handlers.Block(local, 1, 3, 0, 8, 3),
+            "full_attention": handlers.Block(full, 0, 2, 0, 8, 2),
+        }
+        described = {name: {"name": name} for name in blocks}
+        layers = ["sliding_attention", "full_attention"]
+        headers, body = await handlers.tables(
+            runtime, blocks, described, layers, ["rope_theta"], "json", False
+        )
+        assert headers == {"content-type": "application/json"}
+        document = orjson.loads(body)
+        assert document["layer_types"] == layers
+        assert document["config_fields"] == ["rope_theta"]
+        table = document["tables"]["sliding_attention"]
+        rows = np.concatenate(runtime.cache.rows(local, 0, 3))[1:3]
+        assert table["name"] == "sliding_attention"
+        assert np.allclose(table["cos"], rows[:, :4])
+        assert np.allclose(table["sin"], rows[:, 4:])
+        _, archive = await handlers.tables(
+            runtime, blocks, described, layers, ["rope_theta"], "npz", False
+        )
+        with np.load(io.BytesIO(archive)) as members:
+            assert sorted(members.files) == [
+                "full_attention/cos",
+                "full_attention/sin",
+                "sliding_attention/cos",
+                "sliding_attention/sin",
+            ]
+            assert np.array_equal(
+                members["full_attention/sin"], runtime.cache.rows(full, 0, 2)[0][:, 4:]
+            )
+        zipped, squeezed = await handlers.tables(
+            runtime, blocks, described, layers, [], "json", True
+        )
+        assert zipped["content-encoding"] == "gzip"
+        assert orjson.loads(gzip.decompress(squeezed))["tables"].keys() == blocks.keys()
+
+    anyio.run(main)

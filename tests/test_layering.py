@@ -209,7 +209,9 @@ ABOVE: Final = {
     ),
     # the pipelines know no HTTP, wire model or router: preload reads a family's query
     # with the reader the app gives it
-    **dict.fromkeys(("service/handlers.py", "service/batches.py", "service/preload.py"), HTTP),
+    **dict.fromkeys(
+        ("service/handlers.py", "service/batches.py", "service/ids.py", "service/preload.py"), HTTP
+    ),
     "service/inference/": ("service.middleware", "service.server", "service.routes", "service.app"),
     "service/schemas/": ("service.web", "service.middleware", "service.server", "service.routes"),
 }

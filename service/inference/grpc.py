@@ -137,7 +137,7 @@ class Servicer:
             )
             large = answer > handlers.LARGE_ANSWER_BYTES
             # a large answer takes one of the permits until its message is written
-            async with handlers.turn(runtime, large):
+            async with handlers.permit(runtime, large):
                 return await runtime.compute(elements, _run, runtime, served, parsed)
 
 

@@ -23,9 +23,9 @@ from typing import Final, NamedTuple
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
+from service.web.answers import not_modified
 from service.web.conditional import strong_etag
 from service.web.negotiation import accepts_gzip, combined
-from service.web.responses import not_modified
 
 ASSETS: Final = "/docs/assets/"
 _PACKAGE: Final = "fastapi_offline"

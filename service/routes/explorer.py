@@ -12,9 +12,9 @@ from typing import Final
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
+from service.web.answers import not_modified
 from service.web.conditional import strong_etag
 from service.web.deps import RuntimeDep
-from service.web.responses import not_modified
 
 FILES: Final = Path(__file__).parent / "explorer_files"
 _ASSETS: Final = {

@@ -4,19 +4,20 @@ tensor data extension. Errors are the protocol's ``{"error": "..."}`` (``web.pro
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from fastapi import APIRouter, Request, Response
 
 from service import handlers
+from service.codecs.types import Headers
 from service.errors import ServiceError, UnsupportedMediaType
 from service.inference import models, wire
 from service.limits import reserving
+from service.web.answers import Offer, Plan, answer
 from service.web.bodies import read_posted
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
 from service.web.negotiation import combined
-from service.web.responses import respond
 
 router = APIRouter(prefix="/v2", tags=["inference"])
 
@@ -193,14 +194,16 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
         elements = len(body) // 4  # about four bytes a number, in JSON or binary
         limit = runtime.limits.json_elements
 
-        async def run() -> handlers.Answer:
-            parsed = await runtime.compute(elements, wire.parse, body, length, limit)
-            large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
-            return await handlers.holding_permit(
-                runtime,
-                large,
-                lambda: runtime.compute(elements, models.infer, runtime, served, parsed),
-            )
+        parsed = await unless_gone(
+            request, lambda: runtime.compute(elements, wire.parse, body, length, limit)
+        )
 
-        answer = await unless_gone(request, run)
-    return respond(runtime, answer, {"cache-control": "no-store"})
+        async def encode(fmt: Literal["json"], gzip: bool) -> tuple[Headers, memoryview]:
+            return await runtime.compute(elements, models.infer, runtime, served, parsed)
+
+        # the protocol's answer is not negotiated: JSON, its tensors' data in binary where
+        # the request asks (the encoding says its own type); nothing kept, nothing gzipped
+        offer: Offer[Literal["json"]] = Offer(("json",), "json")
+        large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
+        plan = Plan(offer, encode, large=large, vary=False, gzip_from=None)
+        return await answer(request, runtime, plan)

@@ -4,28 +4,24 @@ them (:mod:`service.encodings.mrope_positions`)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Final, Literal
 
-import orjson
 from fastapi import APIRouter, Query, Request, Response
 
-from service import codecs, handlers
-from service.codecs import npy
-from service.codecs.types import MEDIA_TYPES, Encoded
+from service import handlers, ids
+from service.codecs.types import Encoded
 from service.encodings import mrope_positions
 from service.schemas.hf_config import read_config
 from service.schemas.mrope_layout import Layout, PositionsDocument
 from service.web import openapi
+from service.web.answers import Offer, Plan, answer
 from service.web.deps import RuntimeDep
-from service.web.disconnect import unless_gone
 from service.web.documents import located, posted_document
-from service.web.negotiation import accepts_gzip, combined, negotiate
-from service.web.responses import respond
 
 PATH: Final = "/v1/positions/mrope"
 router = APIRouter(tags=["rotary"])
-_FORMATS: Final = ("json", "npy")
-VARY: Final = {"vary": "Accept"}
+_FORMATS: Final[tuple[Literal["json", "npy"], ...]] = ("json", "npy")
 _BODY: Final = {
     "required": True,
     "description": 'The layout: {"segments": [{"text": 5}, {"image": [1, 28, 28]}, '
@@ -62,8 +58,8 @@ async def positions(
     format: Annotated[Literal["json", "npy"] | None, Query(description="json or npy.")] = None,
 ) -> Response:
     """M-RoPE's position ids for a layout."""
-    raw = request.scope["headers"]
-    chosen = format or negotiate(combined(raw, b"accept"), _FORMATS)
+    offer = Offer(_FORMATS, format)
+    offer.chosen(request)  # an unacceptable answer is refused before the body is read
     document = await posted_document(request, runtime, _read)
     with located({}):
         layout = Layout.model_validate(document)
@@ -72,25 +68,18 @@ async def positions(
     length = sum(mrope_positions.tokens(run, merge, model) for run in runs)
     # int64 ids: each counts as two of a table's float32 numbers
     runtime.limits.rows(length, 2 * mrope_positions.AXES, "position ids (3 × L, int64: twice)")
-    if codecs.textual(chosen):
-        runtime.limits.json_answer(length * mrope_positions.AXES, hint="ask for format=npy")
-    gzip = codecs.textual(chosen) and accepts_gzip(combined(raw, b"accept-encoding"))
     fields = {"model": model, "spatial_merge_size": merge, "tokens_per_second": rate}
+    elements = length * mrope_positions.AXES
 
-    def work() -> Encoded:
-        ids, delta = mrope_positions.position_ids(runs, merge, model, rate or 0)
-        said = {"x-rope-delta": str(delta)}
-        if chosen == "npy":
-            headers, body = npy.encode([ids])
-            return {**headers, **said}, body
-        document: dict[str, Any] = {**fields, "length": length, "rope_delta": delta}
-        body = orjson.dumps({**document, "position_ids": ids}, option=orjson.OPT_SERIALIZE_NUMPY)
-        encoded = {"content-type": MEDIA_TYPES["json"], **said}, body
-        return codecs.gzip(encoded) if gzip else encoded
+    async def encode(fmt: Literal["json", "npy"], gzip: bool) -> Encoded:
+        work = functools.partial(ids.mrope_ids, runs, merge, model, rate, fields, fmt, gzip)
+        return await runtime.compute(elements, work)
 
-    async def produce() -> Encoded:
-        return await runtime.compute(length * mrope_positions.AXES, work)
-
-    large = length * mrope_positions.AXES * 8 > handlers.LARGE_ANSWER_BYTES
-    answer = await unless_gone(request, lambda: handlers.holding_permit(runtime, large, produce))
-    return respond(runtime, answer, {"cache-control": "no-store", **({} if format else VARY)})
+    plan = Plan(
+        offer,
+        encode,
+        elements=elements,
+        json_hint="ask for format=npy",
+        large=elements * 8 > handlers.LARGE_ANSWER_BYTES,
+    )
+    return await answer(request, runtime, plan)

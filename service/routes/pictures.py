@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import anyio
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers, plots
+from service.codecs.types import Encoded
 from service.encodings import registry, sinusoidal
 from service.runtime import Runtime
 from service.schemas.sinusoidal import HeatmapQuery, SimilarityQuery
 from service.web import openapi
-from service.web.conditional import IMMUTABLE, fields_etag
+from service.web.answers import Offer, Plan, answer
+from service.web.conditional import fields_etag
 from service.web.deps import RuntimeDep
-from service.web.disconnect import unless_gone
-from service.web.responses import not_modified
 
 HEATMAP_PATH: Final = "/v1/encodings/sinusoidal/heatmap.png"
 SIMILARITY_PATH: Final = "/v1/encodings/sinusoidal/similarity.png"
@@ -53,16 +53,23 @@ async def _picture(
 ) -> Response:
     """The picture ``draw`` makes from ``rows`` rows, once the limits of its parameters
     (:func:`_bounded`, checked first) and of its rows are; 304 for a current tag."""
-    runtime.limits.rows(rows, query.d_model, "rows × d_model")
-    plots.require()
-    etag = fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())
-    headers = {"etag": etag, "cache-control": IMMUTABLE}
-    unchanged = not_modified(request, headers)
-    if unchanged is not None:
-        return unchanged
-    # identical pictures asked for at once are drawn once: the tag names the picture
-    picture = await unless_gone(request, lambda: runtime.drawings.run(etag, draw))
-    return Response(picture, media_type="image/png", headers=headers)
+
+    def check(fmt: Literal["png"]) -> None:
+        runtime.limits.rows(rows, query.d_model, "rows × d_model")
+        plots.require()
+
+    def etag(fmt: Literal["png"], gzip: bool) -> str:
+        return fields_etag(PICTURE_REVISION, kind, plots.version(), fields=query.model_dump())
+
+    async def encode(fmt: Literal["png"], gzip: bool) -> Encoded:
+        # identical pictures asked for at once are drawn once: the tag names the picture
+        picture = await runtime.drawings.run(etag(fmt, gzip), draw)
+        return {"content-type": "image/png"}, picture
+
+    # a PNG whatever Accept says, immutable
+    offer: Offer[Literal["png"]] = Offer(("png",), "png")
+    plan = Plan(offer, encode, check=check, etag=etag, gzip_from=None)
+    return await answer(request, runtime, plan)
 
 
 async def paint(runtime: Runtime, draw: Callable[..., bytes], *args: Any, **kwargs: Any) -> bytes:
@@ -88,7 +95,7 @@ async def get_heatmap(
     )
 
     async def draw() -> bytes:
-        async with handlers.turn(runtime, block.large):
+        async with handlers.permit(runtime, block.large):
             parts = await handlers.rows(runtime, block.key, block.start, block.stop)
             return await paint(
                 runtime,

@@ -16,7 +16,7 @@ answer's deadline, or the connection is cut off then.
   been sent) counts against ``PE_SLOW_CLIENT_BYTES``, shared by every slow client, while
   it is written. A slow client that does not fit in it is cut off at once. (A large
   answer also gives back its permit when its client turns out to be slow:
-  ``web.responses.PermitResponse``.)
+  ``web.answers.PermitResponse``.)
 
 Cut off means: the connection is aborted (the bytes buffered for it are dropped at once),
 one WARNING line says who and why, and the request is counted as 499 (``CUT_OFF`` in its

@@ -3,14 +3,14 @@ family's table parameters and what to audit; the answer is :mod:`service.audit`'
 or as a PNG, with a strong ETag and ``immutable`` (an audit is a pure function of its
 parameters; JSON or PNG by ``format``, else by ``Accept``). What an audit will evaluate is
 counted before anything is computed (:func:`service.audit.report.cost`): the limits, the
-``304``, the lane and the turn are decided from that count; the audit runs off the event
+``304``, the lane and the permit are decided from that count; the audit runs off the event
 loop."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio
 import orjson
@@ -19,27 +19,24 @@ from fastapi import APIRouter, Request, Response
 from service import handlers, plots
 from service.audit import bands, report
 from service.audit import paths as audit_paths
-from service.codecs.types import MEDIA_TYPES
+from service.codecs.types import MEDIA_TYPES, Encoded
 from service.encodings import registry
 from service.errors import InvalidParameter
 from service.runtime import QUICK_ELEMENTS, Runtime
 from service.schemas.audit import DROPPED, AuditFields, audit_query, chosen, edges
-from service.web import layered, openapi
-from service.web.conditional import IMMUTABLE, fields_etag
+from service.web import answers, layered, openapi
+from service.web.conditional import fields_etag
 from service.web.declared import Declared, FromDocument
 from service.web.deps import endpoint
-from service.web.disconnect import unless_gone
 from service.web.documents import located, posted_read
-from service.web.negotiation import combined, preferred
-from service.web.responses import not_modified
 
 # Bump when an audit's answer changes for the same parameters: tests/audit/test_revision.py
 # holds the hashes of a few answers under the revision they belong to, and fails when they
 # change under the same one ("1" answered two versions of some audits: 478e079 changed them).
 AUDIT_REVISION: Final = "2"
 # what an audit answers in, by format= or else by Accept (the first when it names neither)
-FORMATS: Final = ("json", "png")
-MEDIA_TYPES_OF: Final = (MEDIA_TYPES["json"], "image/png")
+AuditFormat = Literal["json", "png"]
+FORMATS: Final[tuple[AuditFormat, ...]] = ("json", "png")
 REFERENCE: Final = "the exact table (rounding=exact) in float64"
 
 
@@ -96,44 +93,43 @@ async def answer(
     paths = chosen(query.paths, report.names(key))
     cuts = edges(query.bands, max_len)
     # what the audit will evaluate, counted without building a position: nothing is
-    # computed before the limits, the 304, the lane and the turn are decided
+    # computed before the limits, the 304, the lane and the permit are decided
     cost = report.cost(key, max_len, paths, cuts)
     # each path's entries and the exact ones, at every position of its plan
     width = audit_paths.width(key)
     limits.rows(cost.positions * (len(paths) + 1), width, "positions audited × paths × width")
-    accept = combined(request.scope["headers"], b"accept")
-    fmt = query.format or FORMATS[preferred(accept, MEDIA_TYPES_OF)]
-    if fmt == "png":
-        plots.require()
     described = {
         field: value
         for field, value in declared.describe(table, key).items()
         if field not in DROPPED and field != "shape"
     }
     fields = {**described, "paths": paths, "bands": cuts}
-    parts = (AUDIT_REVISION, name, fmt, plots.version() if fmt == "png" else "")
-    headers = {"etag": fields_etag(*parts, fields=fields), "cache-control": IMMUTABLE}
-    if query.format is None:
-        headers["vary"] = "Accept"
-    unchanged = not_modified(request, headers)
-    if unchanged is not None:
-        return unchanged
-    work = functools.partial(report.audit, key, max_len, paths, cuts)
 
-    async def audited() -> dict[str, Any]:
-        # past the quick lane's budget, an audit takes a turn as a large table does
-        async with handlers.turn(runtime, cost.charge > QUICK_ELEMENTS):
-            return await runtime.compute(cost.charge, work)
+    def check(fmt: AuditFormat) -> None:
+        if fmt == "png":
+            plots.require()
 
-    found = await unless_gone(request, audited)
-    document = {"family": name, "parameters": described, "reference": REFERENCE, **found}
-    if fmt == "json":
-        body = orjson.dumps(document)
-        return Response(body, headers={**headers, "content-type": MEDIA_TYPES["json"]})
-    picture = await anyio.to_thread.run_sync(
-        functools.partial(_picture, document), limiter=runtime.painter
-    )
-    return Response(picture, media_type="image/png", headers=headers)
+    def etag(fmt: AuditFormat, gzip: bool) -> str:
+        parts = (AUDIT_REVISION, name, fmt, plots.version() if fmt == "png" else "")
+        return fields_etag(*parts, fields=fields)
+
+    async def encode(fmt: AuditFormat, gzip: bool) -> Encoded:
+        work = functools.partial(report.audit, key, max_len, paths, cuts)
+        # past the quick lane's budget, an audit takes a permit as a large table does,
+        # while it is computed
+        async with handlers.permit(runtime, cost.charge > QUICK_ELEMENTS):
+            found = await runtime.compute(cost.charge, work)
+        document = {"family": name, "parameters": described, "reference": REFERENCE, **found}
+        if fmt == "json":
+            return {"content-type": MEDIA_TYPES["json"]}, orjson.dumps(document)
+        picture = await anyio.to_thread.run_sync(
+            functools.partial(_picture, document), limiter=runtime.painter
+        )
+        return {"content-type": "image/png"}, picture
+
+    offer = answers.Offer(FORMATS, query.format)
+    plan = answers.Plan(offer, encode, check=check, etag=etag, gzip_from=None)
+    return await answers.answer(request, runtime, plan)
 
 
 def from_document(routes: APIRouter, declared: Declared[Any, Any], spec: FromDocument) -> None:

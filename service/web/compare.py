@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from service import handlers, plots
 from service.audit import compare
 from service.audit import paths as audit_paths
-from service.codecs.types import MEDIA_TYPES
+from service.codecs.types import MEDIA_TYPES, Encoded
 from service.encodings import registry
 from service.encodings.registry import Key
 from service.errors import InvalidInput
@@ -34,11 +34,10 @@ from service.runtime import Runtime
 from service.schemas.hf_config import read_config
 from service.settings import POSITION_CEILING
 from service.web import openapi
+from service.web.answers import Offer, Plan, answer
 from service.web.declared import Declared
 from service.web.deps import RuntimeDep
-from service.web.disconnect import unless_gone
 from service.web.documents import in_table, posted_document, read_fields
-from service.web.negotiation import combined, preferred
 
 PATH: Final = "/v1/compare"
 
@@ -66,9 +65,9 @@ class Comparison(BaseModel):
 
 # the picture draws at most this many positions, each about a pixel high
 DRAWN_ROWS: Final = 512
-_OFFERED: Final = {"json": MEDIA_TYPES["json"], "png": "image/png"}
-_FORMATS: Final = tuple(_OFFERED)
-_NO_STORE: Final = {"cache-control": "no-store"}
+CompareFormat = Literal["json", "png"]
+_OFFERED: Final[dict[CompareFormat, str]] = {"json": MEDIA_TYPES["json"], "png": "image/png"}
+_FORMATS: Final[tuple[CompareFormat, ...]] = tuple(_OFFERED)
 # the comparison's own fields, which a table's parameters must not hold (they were ignored)
 _COMPARISON_FIELDS: Final = ("start", "stop", "format")
 
@@ -100,9 +99,8 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             ),
         ] = None,
     ) -> Response:
-        accept = combined(request.scope["headers"], b"accept")
-        chosen = format or _FORMATS[preferred(accept, list(_OFFERED.values()))]
-        vary = {} if format else {"vary": "Accept"}
+        offer = Offer(_FORMATS, format)
+        offer.chosen(request)  # an unacceptable answer is refused before the body is read
         # its length: the lane a config in it is read in
         size, document = await posted_document(request, runtime, _measured)
         try:
@@ -121,23 +119,30 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
                 "b", f"its entries are {width_b} a row, a's {width_a}: not comparable"
             )
         runtime.limits.last_position(asked.stop - 1, "the last position compared")
-        if chosen == "png":
-            plots.require()
-            positions, step = compare.drawn(asked.start, asked.stop, DRAWN_ROWS)
-            runtime.limits.rows(2 * len(positions), width_a, "positions drawn × 2 × width")
-            picture = await unless_gone(
-                request, lambda: _picture(runtime, a, b, positions, step, asked.stop)
-            )
-            return Response(picture, media_type=_OFFERED["png"], headers={**_NO_STORE, **vary})
-        evaluated = compare.cost(asked.start, asked.stop)
-        runtime.limits.rows(
-            2 * evaluated, width_a, "positions compared and refined, at most, × 2 × width"
-        )
-        found = await unless_gone(
-            request, lambda: _compared(runtime, a, b, asked.start, asked.stop, evaluated)
-        )
-        body = orjson.dumps({"start": asked.start, "stop": asked.stop, **found})
-        return Response(body, headers={"content-type": _OFFERED["json"], **_NO_STORE, **vary})
+        start, stop = asked.start, asked.stop
+
+        def check(fmt: CompareFormat) -> None:
+            if fmt == "png":
+                plots.require()
+                drawn, _ = compare.drawn(start, stop, DRAWN_ROWS)
+                runtime.limits.rows(2 * len(drawn), width_a, "positions drawn × 2 × width")
+            else:
+                runtime.limits.rows(
+                    2 * compare.cost(start, stop),
+                    width_a,
+                    "positions compared and refined, at most, × 2 × width",
+                )
+
+        async def encode(fmt: CompareFormat, gzip: bool) -> Encoded:
+            if fmt == "png":
+                positions, step = compare.drawn(start, stop, DRAWN_ROWS)
+                picture = await _picture(runtime, a, b, positions, step, stop)
+                return {"content-type": _OFFERED["png"]}, picture
+            found = await _compared(runtime, a, b, start, stop, compare.cost(start, stop))
+            body = orjson.dumps({"start": start, "stop": stop, **found})
+            return {"content-type": _OFFERED["json"]}, body
+
+        return await answer(request, runtime, Plan(offer, encode, check=check, gzip_from=None))
 
     routes.add_api_route(
         PATH,
@@ -175,7 +180,7 @@ def _measured(body: bytes | bytearray) -> tuple[int, dict[str, Any]]:
 def _cost(a: Spec, b: Spec, positions: int) -> tuple[int, bool]:
     """What computing ``positions`` positions of each table costs: its numbers (its lane),
     and whether it takes a turn of the large answers (its rows pass their bytes, as a large
-    table's do: :func:`service.handlers.turn`)."""
+    table's do: :func:`service.handlers.permit`)."""
     numbers = 2 * positions * audit_paths.width(a.key)
     elements = numbers + registry.preparation(a.key) + registry.preparation(b.key)
     return elements, 8 * numbers > handlers.LARGE_ANSWER_BYTES
@@ -187,7 +192,7 @@ async def _compared(
     """The comparison of ``start .. stop-1``, charged for the ``evaluated`` positions of
     each table :func:`compare.cost` counts."""
     elements, large = _cost(a, b, evaluated)
-    async with handlers.turn(runtime, large):
+    async with handlers.permit(runtime, large):
         return await runtime.compute(elements, compare.compare, a.key, b.key, start, stop)
 
 
@@ -206,7 +211,7 @@ async def _picture(
     spaced = f", every {step:,}" if step > 1 else ""
     title = f"|a - b| at positions {start:,} to {stop - 1:,}{spaced}\na: {a.said}\nb: {b.said}"
     elements, large = _cost(a, b, len(positions))
-    async with handlers.turn(runtime, large):
+    async with handlers.permit(runtime, large):
         matrix = await runtime.compute(
             elements, compare.heatmap, a.key, b.key, positions, columns=width
         )

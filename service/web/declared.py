@@ -7,20 +7,28 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from service.codecs.types import Format
+from service.codecs.types import FORMATS, TABLE_FORMATS, Format
 from service.encodings.registry import Family, Key, Rows
 from service.errors import InvalidParameter
 from service.handlers import Block
 from service.limits import Limits
 from service.runtime import Runtime
 from service.schemas.common import Read
+from service.web.answers import Offer
 
 Q = TypeVar("Q", bound=BaseModel)
 K = TypeVar("K", bound=Key)
+
+
+class _Formatted(Protocol):
+    """A table query: the format it names, if any (:meth:`Declared.offer`)."""
+
+    @property
+    def format(self) -> Format | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +128,19 @@ class Declared(Generic[Q, K]):
     # ``GET /v1/audit/{name}`` (:mod:`service.web.audits`): its family carries the audit's
     # record (``registry.Audit``), or its routes are refused when they are built
     audit: bool = False
+
+    def __post_init__(self) -> None:
+        if "format" not in self.query.model_fields:
+            raise TypeError(f"{self.family.name}: its query must name its answer's format")
+
+    @property
+    def formats(self) -> tuple[Format, ...]:
+        """The formats its tables are offered in (a row's named arrays: npz's members)."""
+        return FORMATS if self.family.arrays else TABLE_FORMATS
+
+    def offer(self, query: Q) -> Offer[Format]:
+        """What an answer of ``query`` is offered in, and the format it names."""
+        return Offer(self.formats, cast(_Formatted, query).format)
 
     @property
     def resource(self) -> str:

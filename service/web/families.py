@@ -40,9 +40,9 @@ async def table(
     return await table_response(
         request,
         runtime,
+        declared.offer(query),
         declared.block(query, key),
         declared.describe(query, key),
-        getattr(query, "format", None),
         declared.width_name,
         None if check is None else lambda fmt: check(query, runtime.limits, fmt),
         declared.resource if declared.path_in_etag else "",

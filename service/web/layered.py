@@ -4,7 +4,8 @@ layer is which kind. JSON ``{"layer_types": [...], "config_fields": [...], "tabl
 {NAME: {the table's fields, its arrays, "location": its GET}}}``; ``npz`` and safetensors
 members ``NAME/cos``, ``NAME/sin`` (a row's named arrays; ``NAME/data`` for one), the
 safetensors' ``__metadata__`` holding ``layer_types`` and each table's fields. ``npy`` and
-``raw`` hold one array: a request names one kind (``layer_type``) for them."""
+``raw`` hold one array: a request names one kind (``layer_type``) for them. The tables are
+checked and planned here, encoded by :func:`service.handlers.tables`."""
 
 from __future__ import annotations
 
@@ -12,20 +13,16 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Final
 
-import orjson
 from fastapi import Request, Response
 
 from service import codecs, handlers
-from service.codecs.types import MEDIA_TYPES, Encoded, Format, Parts
-from service.encodings import registry
+from service.codecs.types import Encoded, Format
 from service.errors import InvalidParameter
 from service.runtime import Runtime
 from service.schemas.common import Read
+from service.web.answers import Offer, Plan, answer
 from service.web.declared import Declared, FromDocument
-from service.web.disconnect import unless_gone
 from service.web.documents import located
-from service.web.negotiation import accepts_gzip, combined, negotiate
-from service.web.responses import respond
 
 OFFERED: Final[tuple[Format, ...]] = ("json", "npz", "safetensors")
 # what a JSON answer over the limit suggests: the formats of several tables that are not text
@@ -67,7 +64,6 @@ async def response(
     asked: Mapping[str, Any],
 ) -> Response:
     """Every table ``read`` names, the request's parameters (``asked``) over each's."""
-    raw = request.scope["headers"]
     fmt = asked.get("format")
     if fmt is not None and fmt not in OFFERED:
         raise InvalidParameter(
@@ -75,8 +71,9 @@ async def response(
             f"{fmt} holds one table; the config makes one per layer type "
             f"({', '.join(read.tables)}): give layer_type, or ask for json, npz or safetensors",
         )
-    chosen: Format = fmt or negotiate(combined(raw, b"accept"), OFFERED)
-    blocks, described, elements, nbytes = {}, {}, 0, 0
+    offer = Offer(OFFERED, fmt)
+    chosen = offer.chosen(request)
+    blocks, described = {}, {}
     for name in read.tables:
         given = spec.parameters(read, asked, name)
         with located(asked):
@@ -86,58 +83,22 @@ async def response(
         if codecs.textual(chosen):  # before check_table's hint, for the formats it takes
             runtime.limits.json_answer(block.elements, hint=f"ask for {_BINARY}, or fewer rows")
         handlers.check_table(runtime.limits, block, chosen, declared.width_name)
-        elements += block.elements
-        nbytes += (block.stop - block.start) * registry.row_bytes(key)
         location = f"{declared.resource}?{urllib.parse.urlencode(given)}"
         blocks[name] = block
         described[name] = {**declared.describe(query, key), "location": location}
+    elements = sum(block.elements for block in blocks.values())
     runtime.limits.rows(elements, 1, "the numbers of every layer type's table")
-    if codecs.textual(chosen):
-        runtime.limits.json_answer(elements, hint=f"ask for {_BINARY}, or give layer_type")
-    gzip = codecs.textual(chosen) and accepts_gzip(combined(raw, b"accept-encoding"))
 
-    async def produce() -> Encoded:
-        arrays = {}
-        for name, block in blocks.items():
-            parts = await handlers.rows(runtime, block.key, block.start, block.stop)
-            sliced = [part[:, block.dim_start : block.dim_stop] for part in parts]
-            named = registry.split(block.key, sliced) if registry.arrays(block.key) else None
-            arrays[name] = named or {"data": sliced}
-        work = _encoder(chosen, read, described, arrays, gzip)
-        return await handlers.encoded(runtime, chosen, elements, nbytes, work)
+    async def encode(fmt: Format, gzip: bool) -> Encoded:
+        layers, fields = read.layers, list(read.fields)
+        return await handlers.tables(runtime, blocks, described, layers, fields, fmt, gzip)
 
-    large = nbytes > handlers.LARGE_ANSWER_BYTES
-    answer = await unless_gone(request, lambda: handlers.holding_permit(runtime, large, produce))
-    headers = {"cache-control": "no-store", **said(read)}
-    if fmt is None:
-        headers["vary"] = "Accept"
-    return respond(runtime, answer, headers)
-
-
-def _encoder(
-    fmt: Format,
-    read: Read,
-    described: Mapping[str, Mapping[str, Any]],
-    arrays: Mapping[str, Mapping[str, Parts]],
-    gzip: bool,
-) -> Any:
-    def encode() -> Encoded:
-        if fmt == "json":
-            tables = {
-                name: orjson.Fragment(codecs.encode_named("json", described[name], named)[1])
-                for name, named in arrays.items()
-            }
-            document = {"layer_types": read.layers, "config_fields": list(read.fields)}
-            body = orjson.dumps({**document, "tables": tables})
-            encoded: Encoded = {"content-type": MEDIA_TYPES["json"]}, body
-            return codecs.gzip(encoded) if gzip else encoded
-        members = {
-            f"{name}/{member}": parts
-            for name, named in arrays.items()
-            for member, parts in named.items()
-        }
-        # the lists last: no table's name takes their place (the reading refuses such names)
-        notes = {**described, "layer_types": read.layers, "config_fields": list(read.fields)}
-        return codecs.encode_named(fmt, notes, members)
-
-    return encode
+    plan = Plan(
+        offer,
+        encode,
+        elements=elements,
+        json_hint=f"ask for {_BINARY}, or give layer_type",
+        large=sum(block.nbytes for block in blocks.values()) > handlers.LARGE_ANSWER_BYTES,
+        headers=said(read),
+    )
+    return await answer(request, runtime, plan)

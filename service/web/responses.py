@@ -1,73 +1,25 @@
-"""Responses: an encoded answer on the wire, a large one holding its permit until it has
-been sent; and the whole of a table request (negotiation, limits, validators, 304)."""
+"""The plans of a table's answer (a block of rows, immutable: a strong ETag over its
+fields) and of an apply's (a posted batch run through a kernel), which
+:func:`service.web.answers.answer` serves."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 from fastapi import Request, Response
-from starlette.types import Receive, Scope, Send
 
-from service import batches, codecs, handlers
+from service import batches, handlers
 from service.codecs import npz
-from service.codecs.types import FORMATS, MEDIA_TYPES, TABLE_FORMATS, Format
-from service.encodings import registry
+from service.codecs.types import FORMATS, MEDIA_TYPES, Encoded, Format, Headers
 from service.encodings.registry import DType, Key
 from service.errors import InvalidParameter, ServiceError
-from service.limits import PATIENCE, reserving
+from service.limits import reserving
 from service.runtime import Runtime
+from service.web.answers import Offer, Plan, answer
 from service.web.bodies import body_format, raw_layout, read_posted
-from service.web.conditional import IMMUTABLE, fields_etag, matches
-from service.web.disconnect import unless_gone
-from service.web.negotiation import accepts_gzip, combined, negotiate
-
-_SEND_CHUNK_BYTES: Final = 1 << 20
-
-
-class PermitResponse(Response):
-    """An answer that gives its permit back once it has been sent, or has failed, or as
-    soon as its client turns out to be slow: a 1 MiB chunk not taken within
-    ``limits.PATIENCE`` seconds. A slow reader keeps no one else waiting for a permit; the
-    bytes it holds count against the slow clients' budget instead (:mod:`service.server.pacing`),
-    which also cuts off clients that read too slowly."""
-
-    def __init__(
-        self, content: bytes | memoryview, headers: dict[str, str], release: Callable[[], None]
-    ) -> None:
-        super().__init__(content, headers=headers)
-        self._release: Callable[[], None] | None = release
-
-    def _give_back(self) -> None:
-        if self._release is not None:
-            release, self._release = self._release, None
-            release()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            start = {"type": "http.response.start", "status": self.status_code}
-            await send({**start, "headers": self.raw_headers})
-            body = memoryview(self.body)
-            for offset in range(0, max(len(body), 1), _SEND_CHUNK_BYTES):
-                chunk = body[offset : offset + _SEND_CHUNK_BYTES]
-                more = offset + _SEND_CHUNK_BYTES < len(body)
-                slow = loop.call_later(PATIENCE, self._give_back)
-                try:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": more})
-                finally:
-                    slow.cancel()
-        finally:
-            self._give_back()
-
-
-def respond(runtime: Runtime, answer: handlers.Answer, headers: Mapping[str, str]) -> Response:
-    """``answer`` with ``headers`` added."""
-    merged = {**headers, **answer.headers}
-    if answer.release is not None:
-        return PermitResponse(answer.body, merged, answer.release)
-    return Response(answer.body, headers=merged)
+from service.web.conditional import fields_etag
+from service.web.negotiation import combined
 
 
 def table_etag(fields: Mapping[str, Any], fmt: Format, gzip: bool) -> str:
@@ -76,73 +28,41 @@ def table_etag(fields: Mapping[str, Any], fmt: Format, gzip: bool) -> str:
     return fields_etag(handlers.TABLE_REVISION, fmt, encoding, fields=dict(fields))
 
 
-def not_modified(request: Request, headers: dict[str, str]) -> Response | None:
-    """A 304 with ``headers`` when ``If-None-Match`` matches their ETag, else None."""
-    if matches(combined(request.scope["headers"], b"if-none-match"), headers["etag"]):
-        return Response(status_code=304, headers=headers)
-    return None
-
-
-def table_headers(
-    request: Request,
-    fields: Mapping[str, Any],
-    explicit: Format | None,
-    chosen: Format,
-    elements: int,
-) -> tuple[dict[str, str], bool]:
-    """The headers of an immutable table-like answer of ``elements`` numbers in ``chosen``
-    (``explicit``: the format the query named): its strong ETag, ``immutable``, ``Vary``;
-    and whether it is gzipped (JSON, large enough, welcome)."""
-    raw = request.scope["headers"]
-    gzip = (
-        codecs.textual(chosen)
-        and elements >= handlers.GZIP_MIN_ELEMENTS
-        and accepts_gzip(combined(raw, b"accept-encoding"))
-    )
-    headers = {"etag": table_etag(fields, chosen, gzip), "cache-control": IMMUTABLE}
-    vary = [
-        name
-        for name, varies in [
-            ("Accept", explicit is None),
-            ("Accept-Encoding", codecs.textual(chosen)),
-        ]
-        if varies
-    ]
-    if vary:
-        headers["vary"] = ", ".join(vary)
-    return headers, gzip
-
-
 async def table_response(
     request: Request,
     runtime: Runtime,
+    offer: Offer[Format],
     block: handlers.Block,
     fields: Mapping[str, Any],
-    fmt: Format | None,
     width_name: str,
     check: Callable[[Format], None] | None = None,
     resource: str = "",
 ) -> Response:
-    """A block of a table in the format asked for (by ``fmt``, else ``Accept``), gzipped
+    """A block of a table in a format ``offer`` offers (the query's, else by ``Accept``), gzipped
     JSON where welcome, with a strong ETag and ``immutable``; 304 for a current tag. The
     limits are a table's (rows × ``width_name``), or ``check``'s for the format chosen;
     ``resource`` (the route's path) counts in the ETag beside ``fields``."""
-    raw = request.scope["headers"]
-    offered = FORMATS if registry.arrays(block.key) else TABLE_FORMATS  # npz: named members
-    chosen = fmt or negotiate(combined(raw, b"accept"), offered)
-    if check is None:
-        handlers.check_table(runtime.limits, block, chosen, width_name)
-    else:
-        check(chosen)
     tagged = {**fields, "resource": resource} if resource else fields
-    headers, gzip = table_headers(request, tagged, fmt, chosen, block.elements)
-    unchanged = not_modified(request, headers)
-    if unchanged is not None:
-        return unchanged
-    answer = await unless_gone(
-        request, lambda: handlers.table(runtime, block, fields, chosen, gzip)
+
+    def limits(fmt: Format) -> None:
+        if check is None:
+            handlers.check_table(runtime.limits, block, fmt, width_name)
+        else:
+            check(fmt)
+
+    async def encode(fmt: Format, gzip: bool) -> Encoded:
+        return await handlers.table(runtime, block, fields, fmt, gzip)
+
+    plan = Plan(
+        offer,
+        encode,
+        elements=block.elements,
+        check=limits,
+        large=block.large,
+        etag=lambda fmt, gzip: table_etag(tagged, fmt, gzip),
+        gzip_from=handlers.GZIP_MIN_ELEMENTS,
     )
-    return respond(runtime, answer, headers)
+    return await answer(request, runtime, plan)
 
 
 async def apply_response(
@@ -166,9 +86,8 @@ async def apply_response(
         if value is not None and kind != "raw":
             raise InvalidParameter(name, f"is for a raw body ({MEDIA_TYPES['raw']}) only")
     offered = (kind, *(other for other in FORMATS if other != kind))
-    chosen = fmt or negotiate(combined(raw, b"accept"), offered)
-    gzip = codecs.textual(chosen) and accepts_gzip(combined(raw, b"accept-encoding"))
-    plan = batches.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
+    offer = Offer(offered, fmt)
+    offer.chosen(request)  # an unacceptable answer is refused before the body is read
     with reserving(runtime.posted) as reservation:
         body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
         # an .npz is held decompressed too (64 KiB of zeros may unpack to 64 MiB): its
@@ -178,13 +97,16 @@ async def apply_response(
         archive = _opened(body) if kind == "npz" else None
         unpacked = npz.unpacked_size(archive) if archive is not None else 0
         elements = (len(body) + unpacked) // 4
-        answer = await unless_gone(
-            request,
-            lambda: runtime.compute(
+
+        async def encode(chosen: Format, gzip: bool) -> tuple[Headers, bytes | memoryview]:
+            plan = batches.Apply(kind, chosen, gzip, kernel, key, offset, max_len, declared)
+            done = await runtime.compute(
                 elements, batches.apply, runtime, body, plan, reservation.take, archive
-            ),
-        )
-    return respond(runtime, answer, {"cache-control": "no-store"})
+            )
+            return done.headers, done.body
+
+        # a batch's answer is not kept: no-store, and no Vary
+        return await answer(request, runtime, Plan(offer, encode, vary=False))
 
 
 def _opened(body: bytearray) -> Any:

@@ -249,21 +249,21 @@ def test_a_current_tag_is_answered_before_anything_is_computed(
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """What an audit request was charged (the elements its computation names) and the
-    turns it took."""
+    permits it took."""
     seen: list[tuple[str, int]] = []
-    compute, turn = Runtime.compute, handlers.turn
+    compute, permit = Runtime.compute, handlers.permit
 
     async def charged(self: Runtime, elements: int, work: Any, *args: Any, **kwargs: Any) -> Any:
         if getattr(work, "func", None) is report.audit:
             seen.append(("compute", elements))
         return await compute(self, elements, work, *args, **kwargs)
 
-    def turned(runtime: Runtime, large: bool) -> Any:
-        seen.append(("turn", large))
-        return turn(runtime, large)
+    def permitted(runtime: Runtime, large: bool) -> Any:
+        seen.append(("permit", large))
+        return permit(runtime, large)
 
     monkeypatch.setattr(Runtime, "compute", charged)
-    monkeypatch.setattr(handlers, "turn", turned)
+    monkeypatch.setattr(handlers, "permit", permitted)
     return seen
 
 
@@ -301,13 +301,13 @@ def test_an_audit_past_the_quick_lanes_budget_takes_the_cpu_lane_and_a_turn(
     CPU s each: one-row tables waited behind them); a two-position audit still takes it."""
     answer = http.get("/v1/audit/rotary?max_len=2048&head_dim=128&base=10001")
     assert answer.status_code == 200, answer.text
-    assert ("turn", True) in recorded
+    assert ("permit", True) in recorded
     assert [what for what, _ in recorded if what == "compute"] == ["compute"]
     assert recorded[-1][1] > QUICK_ELEMENTS
     recorded.clear()
     small = http.get("/v1/audit/rotary?max_len=2&head_dim=2&paths=library&base=10001")
     assert small.status_code == 200, small.text
-    assert recorded == [("turn", False), ("compute", recorded[-1][1])]
+    assert recorded == [("permit", False), ("compute", recorded[-1][1])]
     assert recorded[-1][1] <= QUICK_ELEMENTS
 
 

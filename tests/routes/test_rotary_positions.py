@@ -15,10 +15,10 @@ import pytest
 import safetensors.numpy
 from numpy.typing import NDArray
 
+from service import ids as posted_ids
 from service.app import create_app
 from service.runtime import Runtime
 from service.settings import Settings
-from service.web import positions
 from tests.support import assert_problem, in_process, npy_bytes, npz_bytes
 
 ROTARY = "/v1/encodings/rotary"
@@ -113,8 +113,8 @@ def test_the_body_stays_reserved_until_its_rows_are_computed(
         held.append(runtime.posted.held)
         return answer_of(runtime, *args)
 
-    answer_of = positions._answer
-    monkeypatch.setattr(positions, "_answer", spying)
+    answer_of = posted_ids.rows_at_ids
+    monkeypatch.setattr("service.web.positions.rows_at_ids", spying)
     body = npy_bytes(np.arange(100, dtype=np.uint8))
     with in_process(create_app(Settings())) as http:
         answer = http.post(f"{ROTARY}/positions?{TABLE}&format=npy", content=body, headers=NPY)
