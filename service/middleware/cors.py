@@ -20,7 +20,7 @@ allowed. The telemetry around it counts and logs it as any other request.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -62,6 +62,7 @@ EXPOSED_HEADERS: Final = (
 MAX_AGE: Final = 7200
 _EXPOSE: Final = (b"access-control-expose-headers", ", ".join(EXPOSED_HEADERS).encode())
 _ANY: Final = (b"access-control-allow-origin", b"*")
+_BLANKET: Final = (_ANY, _EXPOSE)
 
 
 def blanket_headers(origins: frozenset[str] | None) -> tuple[tuple[bytes, bytes], ...]:
@@ -84,6 +85,21 @@ def _varying(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]
     if not varied:
         out.append((b"vary", b"Origin"))
     return out
+
+
+class _BlanketSend:
+    """``send`` with the blanket headers added to the answer's start."""
+
+    __slots__ = ("send",)
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+
+    def __call__(self, message: Message) -> Awaitable[None]:
+        # no coroutine of its own on the path of every message: the one of ``send``
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *_BLANKET]}
+        return self.send(message)
 
 
 class Cors:
@@ -110,17 +126,17 @@ class Cors:
             if scope["method"] == "OPTIONS" and origin is not None and method is not None:
                 await self._preflight(scope, receive, send, origin, method)
                 return
-        if self.origins is None:
-            extra, vary = [_ANY, _EXPOSE], False
-        elif origin is not None and origin.decode("latin-1").lower() in self.origins:
-            extra, vary = [(b"access-control-allow-origin", origin), _EXPOSE], True
+        if self.origins is None:  # the default: the same headers on every answer
+            await self.app(scope, receive, _BlanketSend(send))
+            return
+        if origin is not None and origin.decode("latin-1").lower() in self.origins:
+            extra = [(b"access-control-allow-origin", origin), _EXPOSE]
         else:
-            extra, vary = [], True
+            extra = []
 
         async def with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = message.get("headers", ())
-                headers = _varying(headers) if vary else list(headers)
+                headers = _varying(message.get("headers", ()))
                 message = {**message, "headers": headers + extra}
             await send(message)
 

@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Final, TextIO
 
 from starlette.routing import BaseRoute, Match
@@ -48,10 +48,32 @@ def format_access(record: dict[str, Any], as_json: bool) -> str:
     (see :func:`printable`)."""
     if as_json:
         return json.dumps(record, separators=(",", ":"))  # escapes every control character
-    target = record["path"] + (f"?{record['query']}" if record["query"] else "")
+    return _text_line(
+        record["time"],
+        record["client"],
+        record["method"],
+        record["path"],
+        record["query"],
+        record["status"],
+        record["bytes"],
+        record["duration_ms"],
+    )
+
+
+def _text_line(
+    moment: str,
+    client: str,
+    method: str,
+    path: str,
+    query: str,
+    status: int,
+    size: int,
+    milliseconds: float,
+) -> str:
+    target = f"{path}?{query}" if query else path
     return (
-        f'{record["time"]} {printable(record["client"])} "{printable(record["method"])} '
-        f'{printable(target)}" {record["status"]} {record["bytes"]}B {record["duration_ms"]}ms'
+        f'{moment} {printable(client)} "{printable(method)} {printable(target)}" {status} '
+        f"{size}B {milliseconds}ms"
     )
 
 
@@ -79,10 +101,37 @@ class AccessLog:
             self._zone = iso_zone(local) if self.as_json else ""
         return f"{self._stamp}.{int((moment - second) * 1000):03d}{self._zone}"
 
-    def write(self, record: dict[str, Any]) -> None:
-        if self.as_json:
-            record = {"time": record["time"], "level": "info", "logger": access_log.name, **record}
-        line = format_access(record, self.as_json) + "\n"
+    def add(
+        self, scope: Scope, method: str, route: str, status: int, size: int, seconds: float
+    ) -> None:
+        """The line of one answered request. A text line is formatted from the request's
+        fields as they are: it is the default, and on every request's path."""
+        client = scope.get("client")
+        peer = f"{client[0]}:{client[1]}" if client else "-"
+        query = scope["query_string"].decode("latin-1")
+        milliseconds = round(seconds * 1000, 3)
+        if not self.as_json:
+            line = _text_line(
+                self.now(), peer, method, scope["path"], query, status, size, milliseconds
+            )
+            self._append(line + "\n")
+            return
+        record = {
+            "time": self.now(),
+            "level": "info",
+            "logger": access_log.name,
+            "client": peer,
+            "method": method,
+            "path": scope["path"],
+            "query": query,
+            "route": route,
+            "status": status,
+            "bytes": size,
+            "duration_ms": milliseconds,
+        }
+        self._append(format_access(record, as_json=True) + "\n")
+
+    def _append(self, line: str) -> None:
         if not self._lines:
             asyncio.get_running_loop().call_later(0.1, self.flush)
         self._lines.append(line)
@@ -129,12 +178,14 @@ class TelemetryMiddleware:
         start = time.perf_counter()
         answer = [500, 0]  # status, body bytes
 
-        async def observe(message: Message) -> None:
-            if message["type"] == "http.response.start":
+        # no coroutine of its own on the path of every message: the one of ``send``
+        def observe(message: Message) -> Awaitable[None]:
+            kind = message["type"]
+            if kind == "http.response.start":
                 answer[0] = message["status"]
-            elif message["type"] == "http.response.body":
+            elif kind == "http.response.body":
                 answer[1] += len(message.get("body", b""))
-            await send(message)
+            return send(message)
 
         try:
             await self.app(scope, receive, observe)
@@ -147,20 +198,7 @@ class TelemetryMiddleware:
         method, route = scope["method"], _route(scope, self.routes)
         self.requests.observe(method, route, status, seconds)
         if self.logging:
-            client = scope.get("client")
-            self.log.write(
-                {
-                    "time": self.log.now(),
-                    "client": f"{client[0]}:{client[1]}" if client else "-",
-                    "method": method,
-                    "path": scope["path"],
-                    "query": scope["query_string"].decode("latin-1"),
-                    "route": route,
-                    "status": status,
-                    "bytes": size,
-                    "duration_ms": round(seconds * 1000, 3),
-                }
-            )
+            self.log.add(scope, method, route, status, size, seconds)
 
 
 def iso_zone(moment: time.struct_time) -> str:
