@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import contextlib
+import cProfile
 import json
 import os
 import pstats
