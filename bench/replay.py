@@ -178,7 +178,7 @@ def _spawn(tree: Path, argv: list[str]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _services(trees: list[Path]) -> Iterator[tuple[dict[str, Any], Callable[[Any], Any]]]:
+def _services(trees: list[Path]) -> Iterator[tuple[dict[str, Any], Callable[..., Any]]]:
     sys.path.insert(0, str(ROOT))
     from bench.run import Target, free_port, service, uvicorn_app, wait_for, wrk
 

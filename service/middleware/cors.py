@@ -110,10 +110,10 @@ class Cors:
         self.app = app
         self.origins = origins
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # the coroutine of the layer inside, or of a preflight: none of its own around it
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         origin: bytes | None = None
         if scope["method"] == "OPTIONS" or self.origins is not None:
             fields = {
@@ -124,11 +124,9 @@ class Cors:
             origin = fields.get(b"origin")
             method = fields.get(b"access-control-request-method")
             if scope["method"] == "OPTIONS" and origin is not None and method is not None:
-                await self._preflight(scope, receive, send, origin, method)
-                return
+                return self._preflight(scope, receive, send, origin, method)
         if self.origins is None:  # the default: the same headers on every answer
-            await self.app(scope, receive, _BlanketSend(send))
-            return
+            return self.app(scope, receive, _BlanketSend(send))
         if origin is not None and origin.decode("latin-1").lower() in self.origins:
             extra = [(b"access-control-allow-origin", origin), _EXPOSE]
         else:
@@ -140,7 +138,7 @@ class Cors:
                 message = {**message, "headers": headers + extra}
             await send(message)
 
-        await self.app(scope, receive, with_cors)
+        return self.app(scope, receive, with_cors)
 
     def _refusal(self, origin: bytes, method: str, requested: list[str]) -> str | None:
         """Why a preflight is refused, or None."""

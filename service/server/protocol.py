@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from typing import Any, Final, cast
 
 import httptools
@@ -169,7 +169,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         pacer = Pacer(self._tally, self._edge)
 
         # no coroutine of its own on the path of every message: the one it hands on to
-        def send(message: ASGISendEvent) -> Awaitable[None]:
+        def send(message: ASGISendEvent) -> Coroutine[Any, Any, None]:
             current = this()
             assert current is not None  # its own send is running
             kind = message["type"]
