@@ -40,22 +40,25 @@ _DESCRIPTION: Final = (
 
 
 class ServiceApp(FastAPI):
-    """FastAPI behind the service's own outermost layers (``front``), from the outside in
-    (:mod:`service.middleware`): telemetry, which counts and logs every answer once; CORS,
-    which gives every answer its headers however it is made; replay, which answers a
-    repeated immutable request before any of the framework's middleware, routing or
-    validation runs; and ``HEAD`` as ``GET``."""
+    """FastAPI behind the service's own middleware stack (``outer_middleware_stack``), from
+    the outside in (:mod:`service.middleware`): telemetry, which counts and logs every
+    answer once; CORS, which gives every answer its headers however it is made; replay,
+    which answers a repeated immutable request before any of the framework's middleware,
+    routing or validation runs; and ``HEAD`` as ``GET``.
+
+    Outside FastAPI's own ``middleware_stack``, not in it: a replayed answer passes no
+    code of the framework's (its ``__call__`` looks at its telemetry on every request)."""
 
     def __init__(self, edge: Edge, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.front: ASGIApp = self.framework
+        self.outer_middleware_stack: ASGIApp = self.framework
         self.edge = edge  # what the protocol and the pacing take from the app
 
     async def framework(self, scope: Scope, receive: Receive, send: Send) -> None:
         await super().__call__(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.front(scope, receive, send)
+        await self.outer_middleware_stack(scope, receive, send)
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document, each posted body with an example that works as it stands,
@@ -77,9 +80,14 @@ def create_app(
     routers = [*ROUTERS, *map(router, families), compare.router(served)]
     tables = preload.checked(settings, readers(served))
 
+    # the running runtime, as replay reads it on every request: app.state's attribute
+    # lookup cost more than the rest of a replayed answer's lookup
+    running: list[Runtime] = []
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = app.state.runtime = Runtime(settings, telemetry)
+        running[:] = [runtime]
         loading = asyncio.create_task(preload.run(tables, runtime))
         publishing = asyncio.create_task(telemetry.publishing())
         # a worker whose supervisor is killed would go on serving the ports for ever
@@ -111,16 +119,21 @@ def create_app(
     problems.install(app)
     for each in routers:
         app.include_router(each)
-    app.front = Replay(HeadAsGet(app.front), cache=lambda: app.state.runtime.cache)
+    app.outer_middleware_stack = Replay(
+        HeadAsGet(app.outer_middleware_stack), cache=lambda: running[0].cache
+    )
     if origins != frozenset():
-        app.front = Cors(app.front, origins)
+        app.outer_middleware_stack = Cors(app.outer_middleware_stack, origins)
     # outermost: every answer, replayed or a preflight too, passes it once (no call-backs);
     # a request no route took is labelled by the route its path names, if any
     # the routers' routes and the app's own (/openapi.json), each once, as they are now
     candidates = [*app.router.routes, *(route for each in routers for route in each.routes)]
     routes = list({id(r): r for r in candidates if isinstance(r, Route)}.values())
-    app.front = TelemetryMiddleware(
-        app.front, telemetry, json_logs=settings.log_format == "json", routes=routes
+    app.outer_middleware_stack = TelemetryMiddleware(
+        app.outer_middleware_stack,
+        telemetry,
+        json_logs=settings.log_format == "json",
+        routes=routes,
     )
     return app
 

@@ -109,11 +109,12 @@ class RequestStats(Collector):
     locked values, on every request), turned into samples when scraped."""
 
     def __init__(self) -> None:
-        # (method, route, status) -> [count, sum of seconds], count per bucket
-        self._series: dict[tuple[str, str, str], tuple[list[float], list[int]]] = {}
+        # (method, route, status) -> [count, sum of seconds], count per bucket; the status
+        # made a label's text when scraped, not on every request
+        self._series: dict[tuple[str, str, int], tuple[list[float], list[int]]] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        key = (method, route, str(status))
+        key = (method, route, status)
         series = self._series.get(key)
         if series is None:
             series = self._series[key] = ([0.0, 0.0], [0] * (len(LATENCY_BUCKETS) + 1))
@@ -125,13 +126,14 @@ class RequestStats(Collector):
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(*_REQUESTS, labels=_LABELS)
         latency = HistogramMetricFamily(*_LATENCY, labels=_LABELS)
-        for labels, ((count, total), buckets) in list(self._series.items()):
-            requests.add_metric(list(labels), count)
+        for (method, route, status), ((count, total), buckets) in list(self._series.items()):
+            labels = [method, route, str(status)]
+            requests.add_metric(labels, count)
             cumulative, running = [], 0
             for bound, n in zip([*LATENCY_BUCKETS, float("inf")], buckets, strict=True):
                 running += n
                 cumulative.append(("+Inf" if bound == float("inf") else str(float(bound)), running))
-            latency.add_metric(list(labels), cumulative, total)
+            latency.add_metric(labels, cumulative, total)
         yield requests
         yield latency
 

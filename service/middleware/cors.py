@@ -20,7 +20,7 @@ allowed. The telemetry around it counts and logs it as any other request.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -62,6 +62,7 @@ EXPOSED_HEADERS: Final = (
 MAX_AGE: Final = 7200
 _EXPOSE: Final = (b"access-control-expose-headers", ", ".join(EXPOSED_HEADERS).encode())
 _ANY: Final = (b"access-control-allow-origin", b"*")
+_BLANKET: Final = (_ANY, _EXPOSE)
 
 
 def blanket_headers(origins: frozenset[str] | None) -> tuple[tuple[bytes, bytes], ...]:
@@ -86,6 +87,21 @@ def _varying(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]
     return out
 
 
+class _BlanketSend:
+    """``send`` with the blanket headers added to the answer's start."""
+
+    __slots__ = ("send",)
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+
+    def __call__(self, message: Message) -> Awaitable[None]:
+        # no coroutine of its own on the path of every message: the one of ``send``
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *_BLANKET]}
+        return self.send(message)
+
+
 class Cors:
     """ASGI middleware: CORS for every answer of ``app`` and its preflights. ``origins``:
     None lets every origin read, else the origins (scheme://host[:port]) that may."""
@@ -94,10 +110,10 @@ class Cors:
         self.app = app
         self.origins = origins
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # the coroutine of the layer inside, or of a preflight: none of its own around it
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         origin: bytes | None = None
         if scope["method"] == "OPTIONS" or self.origins is not None:
             fields = {
@@ -108,23 +124,21 @@ class Cors:
             origin = fields.get(b"origin")
             method = fields.get(b"access-control-request-method")
             if scope["method"] == "OPTIONS" and origin is not None and method is not None:
-                await self._preflight(scope, receive, send, origin, method)
-                return
-        if self.origins is None:
-            extra, vary = [_ANY, _EXPOSE], False
-        elif origin is not None and origin.decode("latin-1").lower() in self.origins:
-            extra, vary = [(b"access-control-allow-origin", origin), _EXPOSE], True
+                return self._preflight(scope, receive, send, origin, method)
+        if self.origins is None:  # the default: the same headers on every answer
+            return self.app(scope, receive, _BlanketSend(send))
+        if origin is not None and origin.decode("latin-1").lower() in self.origins:
+            extra = [(b"access-control-allow-origin", origin), _EXPOSE]
         else:
-            extra, vary = [], True
+            extra = []
 
         async def with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = message.get("headers", ())
-                headers = _varying(headers) if vary else list(headers)
+                headers = _varying(message.get("headers", ()))
                 message = {**message, "headers": headers + extra}
             await send(message)
 
-        await self.app(scope, receive, with_cors)
+        return self.app(scope, receive, with_cors)
 
     def _refusal(self, origin: bytes, method: str, requested: list[str]) -> str | None:
         """Why a preflight is refused, or None."""

@@ -91,12 +91,8 @@ class Replay:
                 await self._keep(scope, receive, send, cache, key)
             return
         scope["route"] = kept.route
-        await self._replay(kept, fields.get(b"if-none-match"), send, head)
-
-    async def _replay(
-        self, kept: Replayable, if_none_match: str | None, send: Send, head: bool
-    ) -> None:
-        if matches(if_none_match, kept.etag):
+        if_none_match = fields.get(b"if-none-match")
+        if if_none_match is not None and matches(if_none_match, kept.etag):
             headers = [(k, v) for k, v in kept.headers if k in _KEEP_HEADERS]
             await send({"type": "http.response.start", "status": 304, "headers": headers})
             await send({"type": "http.response.body", "body": b""})

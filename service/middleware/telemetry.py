@@ -1,8 +1,9 @@
 """Operations: one ASGI middleware that times every request, counts it in the metrics
 (``service.metrics``) and writes its access-log line.
 
-It sits on the hot path of every request: access-log lines are formatted with one f-string
-and written in batches (at most 0.1 s late) instead of one write each.
+It sits on the hot path of every request: a request only notes what its access-log line
+says, and the lines are formatted and written in batches (at most 0.1 s late) instead of
+one at a time.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Final, TextIO
 
 from starlette.routing import BaseRoute, Match
@@ -48,28 +49,61 @@ def format_access(record: dict[str, Any], as_json: bool) -> str:
     (see :func:`printable`)."""
     if as_json:
         return json.dumps(record, separators=(",", ":"))  # escapes every control character
-    target = record["path"] + (f"?{record['query']}" if record["query"] else "")
-    return (
-        f'{record["time"]} {printable(record["client"])} "{printable(record["method"])} '
-        f'{printable(target)}" {record["status"]} {record["bytes"]}B {record["duration_ms"]}ms'
+    return _text_line(
+        record["time"],
+        record["client"],
+        record["method"],
+        record["path"],
+        record["query"],
+        record["status"],
+        record["bytes"],
+        record["duration_ms"],
     )
 
 
+def _text_line(
+    moment: str,
+    client: str,
+    method: str,
+    path: str,
+    query: str,
+    status: int,
+    size: int,
+    milliseconds: float,
+) -> str:
+    target = f"{path}?{query}" if query else path
+    line = f'{moment} {client} "{method} {target}" {status} {size}B {milliseconds}ms'
+    if line.isprintable() and line.count('"') == 2 and "\\" not in line:
+        return line  # nothing any field holds needs an escape: one pass over the line
+    return (
+        f'{moment} {printable(client)} "{printable(method)} {printable(target)}" {status} '
+        f"{size}B {milliseconds}ms"
+    )
+
+
+# a request's fields for its line: when it ended (time.time()), client, method, path,
+# query, route, status, body bytes, seconds taken
+_Entry = tuple[float, Any, str, str, bytes, str, int, int, float]
+BATCH: Final = 512  # requests whose lines are written together at most (about 64 KiB)
+
+
 class AccessLog:
-    """Access-log lines, written to ``stream`` in batches: the first line of a batch
-    schedules a flush 0.1 s later, and a batch over 64 KiB is flushed at once."""
+    """Access-log lines, written to ``stream`` in batches: the first request of a batch
+    schedules a flush 0.1 s later, and a batch of :data:`BATCH` requests is flushed at once.
+
+    A request only notes its fields; its line is formatted when its batch is written, in
+    one loop with the others' (formatted on each request's path, the line cost a
+    replayed answer about a fifth of its time)."""
 
     def __init__(self, stream: TextIO, as_json: bool) -> None:
         self.stream = stream
         self.as_json = as_json
-        self._lines: list[str] = []
-        self._size = 0
+        self._pending: list[_Entry] = []
         self._second = -1
         self._stamp = ""
         self._zone = ""
 
-    def now(self) -> str:
-        moment = time.time()
+    def _time(self, moment: float) -> str:
         second = int(moment)
         if second != self._second:  # strftime once a second, not once a request
             self._second = second
@@ -79,23 +113,58 @@ class AccessLog:
             self._zone = iso_zone(local) if self.as_json else ""
         return f"{self._stamp}.{int((moment - second) * 1000):03d}{self._zone}"
 
-    def write(self, record: dict[str, Any]) -> None:
-        if self.as_json:
-            record = {"time": record["time"], "level": "info", "logger": access_log.name, **record}
-        line = format_access(record, self.as_json) + "\n"
-        if not self._lines:
+    def add(
+        self, scope: Scope, method: str, route: str, status: int, size: int, seconds: float
+    ) -> None:
+        """Note one answered request; its line is written within 0.1 s."""
+        if not self._pending:
             asyncio.get_running_loop().call_later(0.1, self.flush)
-        self._lines.append(line)
-        self._size += len(line)
-        if self._size > 1 << 16:
+        self._pending.append(
+            (
+                time.time(),
+                scope.get("client"),
+                method,
+                scope["path"],
+                scope["query_string"],
+                route,
+                status,
+                size,
+                seconds,
+            )
+        )
+        if len(self._pending) >= BATCH:
             self.flush()
 
+    def _line(self, entry: _Entry) -> str:
+        moment, client, method, path, raw_query, route, status, size, seconds = entry
+        peer = f"{client[0]}:{client[1]}" if client else "-"
+        query = raw_query.decode("latin-1")
+        milliseconds = round(seconds * 1000, 3)
+        if not self.as_json:
+            return _text_line(
+                self._time(moment), peer, method, path, query, status, size, milliseconds
+            )
+        record = {
+            "time": self._time(moment),
+            "level": "info",
+            "logger": access_log.name,
+            "client": peer,
+            "method": method,
+            "path": path,
+            "query": query,
+            "route": route,
+            "status": status,
+            "bytes": size,
+            "duration_ms": milliseconds,
+        }
+        return format_access(record, as_json=True)
+
     def flush(self) -> None:
-        if self._lines:
-            self.stream.write("".join(self._lines))
+        if self._pending:
+            lines = [self._line(entry) + "\n" for entry in self._pending]
+            self._pending.clear()
+            self.stream.write("".join(lines))
             self.stream.flush()
-            self._lines.clear()
-            self._size = 0
 
 
 class TelemetryMiddleware:
@@ -129,12 +198,14 @@ class TelemetryMiddleware:
         start = time.perf_counter()
         answer = [500, 0]  # status, body bytes
 
-        async def observe(message: Message) -> None:
-            if message["type"] == "http.response.start":
+        # no coroutine of its own on the path of every message: the one of ``send``
+        def observe(message: Message) -> Awaitable[None]:
+            kind = message["type"]
+            if kind == "http.response.start":
                 answer[0] = message["status"]
-            elif message["type"] == "http.response.body":
+            elif kind == "http.response.body":
                 answer[1] += len(message.get("body", b""))
-            await send(message)
+            return send(message)
 
         try:
             await self.app(scope, receive, observe)
@@ -147,20 +218,7 @@ class TelemetryMiddleware:
         method, route = scope["method"], _route(scope, self.routes)
         self.requests.observe(method, route, status, seconds)
         if self.logging:
-            client = scope.get("client")
-            self.log.write(
-                {
-                    "time": self.log.now(),
-                    "client": f"{client[0]}:{client[1]}" if client else "-",
-                    "method": method,
-                    "path": scope["path"],
-                    "query": scope["query_string"].decode("latin-1"),
-                    "route": route,
-                    "status": status,
-                    "bytes": size,
-                    "duration_ms": round(seconds * 1000, 3),
-                }
-            )
+            self.log.add(scope, method, route, status, size, seconds)
 
 
 def iso_zone(moment: time.struct_time) -> str:

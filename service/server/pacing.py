@@ -81,7 +81,8 @@ class Pacer:
     def start(self, message: ASGISendEvent) -> None:
         """The answer starts: the clock starts (its size is read when it is needed)."""
         self.started = asyncio.get_running_loop().time()
-        self.headers = cast(dict[str, Any], message).get("headers", ())
+        event: dict[str, Any] = message  # type: ignore[assignment]  # no call: every answer's path
+        self.headers = event.get("headers", ())
 
     @property
     def size(self) -> int:
@@ -93,7 +94,7 @@ class Pacer:
 
     async def write(self, cycle: RequestResponseCycle, message: ASGISendEvent) -> None:
         """Write a body message in pieces, each once the one before it has been taken."""
-        event = cast(dict[str, Any], message)
+        event: dict[str, Any] = message  # type: ignore[assignment]  # no call: every answer's path
         body = event.get("body", b"")
         if len(body) <= PIECE_BYTES and not event.get("more_body", False):
             # the whole of a small answer: one write, then its deadline (most answers)

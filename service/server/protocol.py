@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Coroutine
 from typing import Any, Final, cast
 
 import httptools
@@ -167,19 +168,19 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         this = weakref.ref(cycle)
         pacer = Pacer(self._tally, self._edge)
 
-        async def send(message: ASGISendEvent) -> None:
+        # no coroutine of its own on the path of every message: the one it hands on to
+        def send(message: ASGISendEvent) -> Coroutine[Any, Any, None]:
             current = this()
             assert current is not None  # its own send is running
             kind = message["type"]
             if kind == "http.response.body" and current.response_started:
-                await pacer.write(current, message)
-                return
+                return pacer.write(current, message)
             if kind == "http.response.start":
                 if self._body_open and current is self.cycle:
                     current.keep_alive = False  # uvicorn writes Connection: close, then closes
                     current.transport = cast(asyncio.Transport, _Lingering(self))
                 pacer.start(message)
-            await RequestResponseCycle.send(current, message)
+            return RequestResponseCycle.send(current, message)
 
         cycle.send = send  # type: ignore[method-assign]
 
