@@ -1,4 +1,9 @@
-"""Fixtures: the app built from settings, in process and as a real ``python -m service``."""
+"""Fixtures: the app built from settings, in process and as a real ``python -m service``.
+
+The contract fixtures (``api``, ``small_api``, ``own_api``) run each test twice: against the
+app in process, in the fast loop (``-m "not slow"``), and against a real server, marked
+``slow`` (CI's full run, which runs both): the in-process variant makes the same assertions
+at a fraction of the cost. Each starts only the server or app its variant needs."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import pytest
 
 from service.app import create_app
 from service.settings import Settings
-from tests.support import SMALL, SMALL_LIMITS, WAIT, in_process, running
+from tests.support import SMALL, SMALL_LIMITS, WAIT, client_of, running, started
 
 
 @pytest.fixture(scope="session")
@@ -25,41 +30,66 @@ def small_live_url() -> Iterator[str]:
         yield url
 
 
-@contextmanager
-def client(kind: str, url: str, settings: Settings) -> Iterator[httpx.Client]:
-    """httpx to the real server at ``url``, or to the app built from ``settings`` in process."""
-    if kind == "live":
-        with httpx.Client(base_url=url, timeout=WAIT) as http:
-            yield http
-    else:
-        with in_process(create_app(settings)) as http:
-            yield http
-
-
-@pytest.fixture(params=["live", "in-process"])
-def api(request: pytest.FixtureRequest, live_url: str) -> Iterator[httpx.Client]:
-    """An HTTP client for the service with default settings."""
-    with client(request.param, live_url, Settings()) as http:
-        yield http
-
-
-@pytest.fixture(params=["live", "in-process"])
-def small_api(request: pytest.FixtureRequest, small_live_url: str) -> Iterator[httpx.Client]:
-    """The same with small limits (``SMALL``)."""
-    with client(request.param, small_live_url, Settings.model_validate(SMALL_LIMITS)) as http:
-        yield http
-
-
 @pytest.fixture(scope="module")
 def module_live_url() -> Iterator[str]:
     with running() as url:
         yield url
 
 
-@pytest.fixture(params=["live", "in-process"])
-def own_api(request: pytest.FixtureRequest, module_live_url: str) -> Iterator[httpx.Client]:
+# The in-process counterparts of the three servers: an app of the module's own, started
+# once, as a real server is (its first answers build what every later one uses).
+@pytest.fixture(scope="module")
+def in_process_app() -> Iterator[httpx.BaseTransport]:
+    with started(create_app(Settings())) as transport:
+        yield transport
+
+
+@pytest.fixture(scope="module")
+def small_in_process_app() -> Iterator[httpx.BaseTransport]:
+    with started(create_app(Settings.model_validate(SMALL_LIMITS))) as transport:
+        yield transport
+
+
+@pytest.fixture(scope="module")
+def own_in_process_app() -> Iterator[httpx.BaseTransport]:
+    with started(create_app(Settings())) as transport:
+        yield transport
+
+
+# the real server's variant of a contract test belongs to the system tests
+KINDS = [pytest.param("live", marks=pytest.mark.slow), "in-process"]
+
+
+@contextmanager
+def client(request: pytest.FixtureRequest, live: str, in_process: str) -> Iterator[httpx.Client]:
+    """httpx to the real server of the fixture ``live``, or to the app in process of the
+    fixture ``in_process``, as the test's variant says: only that one is started."""
+    if request.param == "live":
+        with httpx.Client(base_url=request.getfixturevalue(live), timeout=WAIT) as http:
+            yield http
+    else:
+        with client_of(request.getfixturevalue(in_process)) as http:
+            yield http
+
+
+@pytest.fixture(params=KINDS)
+def api(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
+    """An HTTP client for the service with default settings."""
+    with client(request, "live_url", "in_process_app") as http:
+        yield http
+
+
+@pytest.fixture(params=KINDS)
+def small_api(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
+    """The same with small limits (``SMALL``)."""
+    with client(request, "small_live_url", "small_in_process_app") as http:
+        yield http
+
+
+@pytest.fixture(params=KINDS)
+def own_api(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
     """Like ``api``, with a server of the test module's own: ``/v1/cache`` lists the 20
     largest tables, so a test that looks for a small table of its own needs a server
     that few other tests have filled."""
-    with client(request.param, module_live_url, Settings()) as http:
+    with client(request, "module_live_url", "own_in_process_app") as http:
         yield http

@@ -234,16 +234,26 @@ class _InProcess(httpx.BaseTransport):
 
 
 @contextmanager
-def in_process(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.Client]:
-    """``app`` started (its lifespan runs) and an ``httpx.Client`` that talks to it in
-    process; with ``raise_errors`` an unexpected exception reaches the test."""
+def started(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.BaseTransport]:
+    """``app`` started (its lifespan runs), and an httpx transport to it in process, for as
+    many clients as need it; with ``raise_errors`` an unexpected exception reaches the test."""
     with (
         anyio.from_thread.start_blocking_portal() as portal,
         portal.wrap_async_context_manager(app.router.lifespan_context(app)),
-        httpx.Client(
-            transport=_InProcess(app, portal, raise_errors), base_url="http://testserver"
-        ) as http,
     ):
+        yield _InProcess(app, portal, raise_errors)
+
+
+def client_of(transport: httpx.BaseTransport) -> httpx.Client:
+    """An ``httpx.Client`` over a transport of :func:`started`."""
+    return httpx.Client(transport=transport, base_url="http://testserver")
+
+
+@contextmanager
+def in_process(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.Client]:
+    """``app`` started (its lifespan runs) and an ``httpx.Client`` that talks to it in
+    process; with ``raise_errors`` an unexpected exception reaches the test."""
+    with started(app, raise_errors) as transport, client_of(transport) as http:
         yield http
 
 
