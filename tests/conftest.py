@@ -7,15 +7,52 @@ at a fraction of the cost. Each starts only the server or app its variant needs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
+from _pytest.mark.expression import Expression
 
 from service.app import create_app
 from service.settings import Settings
 from tests.support import SMALL, SMALL_LIMITS, WAIT, client_of, running, started
+
+# a module whose every test is slow says so once, at the top
+_SLOW_MODULE = re.compile(r"^pytestmark = .*\bpytest\.mark\.slow\b", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A module of slow tests only is not even imported where ``-m`` leaves out every slow
+    test (the inner loop, ``-m "not slow"``): collecting the schema fuzzing alone generates
+    thousands of schemathesis cases, and the system tests import what they drive."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    if _leaves_out_slow(config) and _SLOW_MODULE.search(collection_path.read_text()):
+        return True
+    return None
+
+
+def _leaves_out_slow(config: pytest.Config) -> bool:
+    """Whether the run's marker expression is false for a slow test whatever its other
+    marks (each combination of the other names in the expression is tried)."""
+    text = config.getoption("markexpr")
+    if not text:
+        return False
+    expression = Expression.compile(text)
+    others = sorted(set(re.findall(r"[\w.+-]+", text)) - {"and", "or", "not", "slow"})
+    combinations = itertools.chain.from_iterable(
+        itertools.combinations(others, count) for count in range(len(others) + 1)
+    )
+    return not any(expression.evaluate(_marked_with("slow", *marks)) for marks in combinations)
+
+
+def _marked_with(*marks: str) -> Callable[..., bool]:
+    """A matcher for :class:`Expression`: a test with exactly ``marks``."""
+    return lambda name, **_: name in marks
 
 
 @pytest.fixture(scope="session")

@@ -7,21 +7,16 @@ tests (a process costs an interpreter's start and the service's imports)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any
-from unittest import mock
 
 import pytest
 
-from service import __main__ as command
-from tests.support import ROOT
+from tests.support import ROOT, main_in_process
 
 Start = Callable[[dict[str, str]], subprocess.CompletedProcess[str]]
 
@@ -47,25 +42,10 @@ def start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def start_in_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """What :func:`start` runs, ``main`` of ``python -m service``, in this process, with
-    its standard output and error captured; were it to serve, the test fails instead."""
-
-    def serve(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("the settings were taken: it would serve")
-
-    out, err = io.StringIO(), io.StringIO()
-    with (
-        mock.patch.dict(os.environ, environment(env), clear=True),
-        mock.patch.object(sys, "argv", ["python -m service"]),
-        mock.patch.object(command.uvicorn, "run", serve),
-        redirect_stdout(out),
-        redirect_stderr(err),
-        pytest.raises(SystemExit) as stopped,
-    ):
-        command.main()
-    code = stopped.value.code
+    """What :func:`start` runs, ``main`` of ``python -m service``, in this process."""
+    done = main_in_process(env=environment(env))
     return subprocess.CompletedProcess(
-        sys.argv, code if isinstance(code, int) else 1, out.getvalue(), err.getvalue()
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
     )
 
 
@@ -123,7 +103,12 @@ BAD = [
 IDS = ["+".join(f"{k}={v}" for k, v in env.items()) for env, _ in BAD]
 # the refusals a real process gives in the fast loop: an unknown name, a malformed value,
 # a table to preload over the limits, several at once
-IN_THE_FAST_LOOP = {"PE_CACHE_SIZE=1", "PE_PORT=80a", "PE_PRELOAD=1000000x512", "PE_PORT=x+PE_WORKERS=y"}
+IN_THE_FAST_LOOP = {
+    "PE_CACHE_SIZE=1",
+    "PE_PORT=80a",
+    "PE_PRELOAD=1000000x512",
+    "PE_PORT=x+PE_WORKERS=y",
+}
 
 
 @pytest.mark.parametrize(
