@@ -354,6 +354,9 @@ def test_a_taken_port_stops_the_start_up() -> None:
     assert f"PE_GRPC_PORT={port}: 127.0.0.1:{port} is in use" in out.stderr
 
 
+# a process, as tests/test_startup.py's test_grpc_without_its_extra_stops_the_start, which
+# the fast loop runs
+@pytest.mark.slow
 def test_without_the_extra_the_start_up_says_to_install_it() -> None:
     code = "import sys; sys.modules['grpc'] = None; from service.__main__ import main; main()"
     env = {**os.environ, "PE_PORT": str(free_port()), "PE_GRPC_PORT": str(free_port())}
@@ -474,6 +477,8 @@ def test_ipv6_hosts_are_bracketed() -> None:
     assert front.address("0.0.0.0", 8001) == "0.0.0.0:8001"
 
 
+# the fast loop has it by main in process (tests/test_startup.py, PE_GRPC_PORT=8001+PE_PORT=8001)
+@pytest.mark.slow
 def test_the_grpc_port_is_not_the_http_port() -> None:
     port = free_port()
     env = {**os.environ, "PE_PORT": str(port), "PE_GRPC_PORT": str(port)}
