@@ -4,6 +4,7 @@ and the app in process behind a plain ``httpx.Client``."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
+from unittest import mock
 
 import anyio.from_thread
 import httpx
@@ -196,6 +198,44 @@ def running(
         yield url
 
 
+def main_in_process(
+    *argv: str, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[bytes]:
+    """What ``python -m service ARGV`` does, done by its ``main`` in this process (with
+    ``env`` as the whole environment, if given, and ``cwd`` as the working directory): its
+    exit status, standard output and error. Where it would serve, an ``AssertionError``:
+    the tests that use it expect it to stop before it serves."""
+    from service import __main__ as command
+
+    def serve(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("python -m service would serve")
+
+    out, err = io.TextIOWrapper(io.BytesIO()), io.TextIOWrapper(io.BytesIO())
+    code: str | int | None = None
+    with (
+        mock.patch.dict(os.environ, dict(os.environ if env is None else env), clear=True),
+        mock.patch.object(sys, "argv", ["python -m service", *argv]),
+        mock.patch("uvicorn.run", serve),
+        contextlib.chdir(cwd),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            command.main()
+        except SystemExit as stopped:
+            code = stopped.code
+        if isinstance(code, str):  # as the interpreter exits with it
+            sys.stderr.write(code + "\n")
+    for stream in (out, err):
+        stream.flush()
+    return subprocess.CompletedProcess(
+        ["python", "-m", "service", *argv],
+        code if isinstance(code, int) else 0 if code is None else 1,
+        out.buffer.getvalue(),
+        err.buffer.getvalue(),
+    )
+
+
 def _wait_for(url: str, process: subprocess.Popen[bytes], log: Any) -> None:
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
@@ -234,16 +274,26 @@ class _InProcess(httpx.BaseTransport):
 
 
 @contextmanager
-def in_process(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.Client]:
-    """``app`` started (its lifespan runs) and an ``httpx.Client`` that talks to it in
-    process; with ``raise_errors`` an unexpected exception reaches the test."""
+def started(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.BaseTransport]:
+    """``app`` started (its lifespan runs), and an httpx transport to it in process, for as
+    many clients as need it; with ``raise_errors`` an unexpected exception reaches the test."""
     with (
         anyio.from_thread.start_blocking_portal() as portal,
         portal.wrap_async_context_manager(app.router.lifespan_context(app)),
-        httpx.Client(
-            transport=_InProcess(app, portal, raise_errors), base_url="http://testserver"
-        ) as http,
     ):
+        yield _InProcess(app, portal, raise_errors)
+
+
+def client_of(transport: httpx.BaseTransport) -> httpx.Client:
+    """An ``httpx.Client`` over a transport of :func:`started`."""
+    return httpx.Client(transport=transport, base_url="http://testserver")
+
+
+@contextmanager
+def in_process(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.Client]:
+    """``app`` started (its lifespan runs) and an ``httpx.Client`` that talks to it in
+    process; with ``raise_errors`` an unexpected exception reaches the test."""
+    with started(app, raise_errors) as transport, client_of(transport) as http:
         yield http
 
 

@@ -24,7 +24,7 @@ import pytest
 from service import cli
 from service.app import create_app
 from service.settings import Settings
-from tests.support import ROOT, TABLE, in_process
+from tests.support import ROOT, TABLE, in_process, main_in_process
 
 CONFIG = {
     "rope_theta": 500000.0,
@@ -53,7 +53,22 @@ def run(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[bytes]:
     )
 
 
+# A test of the command line runs it twice: as a real process, among the slow tests (an
+# interpreter's start and the service's imports, each time), and by its ``main`` in this
+# process (``main_in_process``), in the fast loop.
+Run = Callable[..., subprocess.CompletedProcess[bytes]]
+
+
+@pytest.mark.slow
 def test_help_prints_usage_and_starts_nothing() -> None:
+    assert_help_prints_usage_and_starts_nothing(run)
+
+
+def test_main_prints_usage_and_starts_nothing() -> None:
+    assert_help_prints_usage_and_starts_nothing(main_in_process)
+
+
+def assert_help_prints_usage_and_starts_nothing(run: Run) -> None:
     done = run("--help")
     assert done.returncode == 0
     assert b"usage: python -m service" in done.stdout
@@ -113,7 +128,16 @@ def test_a_refused_export_says_why() -> None:
         cli.export("rope", {"max_len": 8})
 
 
+@pytest.mark.slow
 def test_the_command_writes_its_file(tmp_path: Path, http: httpx.Client) -> None:
+    assert_the_command_writes_its_file(run, tmp_path, http)
+
+
+def test_main_writes_its_file(tmp_path: Path, http: httpx.Client) -> None:
+    assert_the_command_writes_its_file(main_in_process, tmp_path, http)
+
+
+def assert_the_command_writes_its_file(run: Run, tmp_path: Path, http: httpx.Client) -> None:
     config = tmp_path / "config.json"
     config.write_bytes(orjson.dumps(CONFIG))
     out = tmp_path / "rope.npz"  # the format from the suffix
@@ -169,7 +193,16 @@ def test_an_export_runs_beside_an_event_loop_and_takes_no_port(http: httpx.Clien
         assert asyncio.run(inside(held.getsockname()[1])) == expected
 
 
+@pytest.mark.slow
 def test_a_command_line_it_cannot_use_is_one_line(tmp_path: Path) -> None:
+    assert_a_command_line_it_cannot_use_is_one_line(run, tmp_path)
+
+
+def test_main_says_in_one_line_what_it_cannot_use(tmp_path: Path) -> None:
+    assert_a_command_line_it_cannot_use_is_one_line(main_in_process, tmp_path)
+
+
+def assert_a_command_line_it_cannot_use_is_one_line(run: Run, tmp_path: Path) -> None:
     repeated = run("export", "sinusoidal", "max_len=4", "max_len=5", "d_model=4")
     assert repeated.returncode == 2
     assert b"is given twice" in repeated.stderr
@@ -181,8 +214,17 @@ def test_a_command_line_it_cannot_use_is_one_line(tmp_path: Path) -> None:
     assert missing.stderr.decode().strip().endswith("No such file or directory")
 
 
+@pytest.mark.slow
 def test_an_audit_is_exported(tmp_path: Path, http: httpx.Client) -> None:
     """``--audit`` writes the table's precision audit: the answer of GET /v1/audit/FAMILY."""
+    assert_an_audit_is_exported(run, tmp_path, http)
+
+
+def test_main_exports_an_audit(tmp_path: Path, http: httpx.Client) -> None:
+    assert_an_audit_is_exported(main_in_process, tmp_path, http)
+
+
+def assert_an_audit_is_exported(run: Run, tmp_path: Path, http: httpx.Client) -> None:
     parameters: dict[str, str | int] = {
         "max_len": 4096,
         "head_dim": 64,

@@ -174,6 +174,9 @@ def test_the_rust_program(live_url: str, tmp_path: Path) -> None:
     assert_prints_the_value(in_shell(command, tmp_path, tool))
 
 
+# javac and two virtual machines' starts: the most CPU of any test of the inner loop; CI's
+# full run has it (bash .ci/run, with SNIPPETS_REQUIRED)
+@pytest.mark.slow
 def test_the_java_program(live_url: str, tmp_path: Path) -> None:
     """Without a lint warning, then ``java PeTable.java`` (the JDK's source launcher) as the
     comment says; the file is named after its public class, as javac requires."""

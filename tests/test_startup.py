@@ -1,5 +1,9 @@
 """``python -m service`` refuses settings it cannot start with before it serves: one line on
-standard error naming the ``PE_`` variable and what it takes, exit status 2, no traceback."""
+standard error naming the ``PE_`` variable and what it takes, exit status 2, no traceback.
+
+Each refusal is checked twice: by the command's ``main`` in this process (the fast loop),
+and by a real ``python -m service``, a few in the fast loop and the rest among the slow
+tests (a process costs an interpreter's start and the service's imports)."""
 
 from __future__ import annotations
 
@@ -7,26 +11,41 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import ROOT, main_in_process
+
+Start = Callable[[dict[str, str]], subprocess.CompletedProcess[str]]
+
+
+def environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` over a clean environment (no other ``PE_`` variable) and an ephemeral port."""
+    clean = {key: value for key, value in os.environ.items() if not key.upper().startswith("PE_")}
+    return {**clean, "PE_HOST": "127.0.0.1", "PE_PORT": "0", **env}
 
 
 def start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``python -m service`` with ``env`` over a clean environment (no other ``PE_``
-    variable) and an ephemeral port; it is expected to exit before it serves."""
-    clean = {key: value for key, value in os.environ.items() if not key.upper().startswith("PE_")}
-    full = {**clean, "PE_HOST": "127.0.0.1", "PE_PORT": "0", **env}
+    """``python -m service`` with ``environment(env)``; it is expected to exit before it
+    serves."""
     return subprocess.run(
         [sys.executable, "-m", "service"],
-        env=full,
+        env=environment(env),
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
+    )
+
+
+def start_in_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """What :func:`start` runs, ``main`` of ``python -m service``, in this process."""
+    done = main_in_process(env=environment(env))
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
     )
 
 
@@ -81,11 +100,31 @@ BAD = [
 ]
 
 
+IDS = ["+".join(f"{k}={v}" for k, v in env.items()) for env, _ in BAD]
+# the refusals a real process gives in the fast loop: an unknown name, a malformed value,
+# a table to preload over the limits, several at once
+IN_THE_FAST_LOOP = {
+    "PE_CACHE_SIZE=1",
+    "PE_PORT=80a",
+    "PE_PRELOAD=1000000x512",
+    "PE_PORT=x+PE_WORKERS=y",
+}
+
+
 @pytest.mark.parametrize(
-    ("env", "words"), BAD, ids=["+".join(f"{k}={v}" for k, v in env.items()) for env, _ in BAD]
+    ("env", "words"),
+    [
+        pytest.param(*case, id=name, marks=() if name in IN_THE_FAST_LOOP else pytest.mark.slow)
+        for case, name in zip(BAD, IDS, strict=True)
+    ],
 )
 def test_bad_settings_stop_the_start_with_one_line(env: dict[str, str], words: list[str]) -> None:
     assert_one_line(start(env), *words)
+
+
+@pytest.mark.parametrize(("env", "words"), BAD, ids=IDS)
+def test_bad_settings_stop_main_with_one_line(env: dict[str, str], words: list[str]) -> None:
+    assert_one_line(start_in_process(env), *words)
 
 
 def test_grpc_without_its_extra_stops_the_start(tmp_path: Path) -> None:
@@ -96,11 +135,7 @@ def test_grpc_without_its_extra_stops_the_start(tmp_path: Path) -> None:
     assert_one_line(done, "PE_GRPC_PORT=8001", "grpc extra is not installed", "no grpc here")
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
-def test_a_metrics_directory_must_be_an_empty_writable_one(tmp_path: Path, workers: str) -> None:
-    """prometheus-client's multiprocess directory, if named: a missing one stopped every
-    worker at its first request (and uvicorn started them again, for ever); an earlier
-    run's files would be counted again."""
+def assert_a_metrics_directory_is_checked(start: Start, tmp_path: Path, workers: str) -> None:
     missing = str(tmp_path / "missing")
     for name, value, words in [
         ("PROMETHEUS_MULTIPROC_DIR", missing, ["is not a directory"]),
@@ -114,6 +149,20 @@ def test_a_metrics_directory_must_be_an_empty_writable_one(tmp_path: Path, worke
     assert_one_line(
         start({"PE_WORKERS": workers, "PROMETHEUS_MULTIPROC_DIR": str(used)}), "is not empty"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_metrics_directory_must_be_an_empty_writable_one(tmp_path: Path, workers: str) -> None:
+    """prometheus-client's multiprocess directory, if named: a missing one stopped every
+    worker at its first request (and uvicorn started them again, for ever); an earlier
+    run's files would be counted again."""
+    assert_a_metrics_directory_is_checked(start, tmp_path, workers)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_main_takes_only_an_empty_writable_metrics_directory(tmp_path: Path, workers: str) -> None:
+    assert_a_metrics_directory_is_checked(start_in_process, tmp_path, workers)
 
 
 def test_openapi_is_refused_with_the_same_line() -> None:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from tests.support import (
     WAIT,
     free_port,
     load,
+    main_in_process,
     npy_bytes,
     npz_bytes,
     serving,
@@ -337,23 +338,48 @@ def test_the_grpc_wire_imports_no_web_framework() -> None:
     assert not {name for name in out.stdout.split() if name.split(".")[0] in web}
 
 
+@pytest.mark.slow
 def test_a_taken_port_stops_the_start_up() -> None:
     """Even one taken with SO_REUSEPORT (as another gRPC server takes it): a single worker
     does not share its port unawares."""
+
+    def start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "service"], env=env, capture_output=True, text=True, timeout=30
+        )
+
+    assert_a_taken_port_stops_the_start_up(start)
+
+
+def test_a_taken_port_stops_main() -> None:
+    """The same, by ``main`` in this process (the fast loop's)."""
+
+    def start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        done = main_in_process(env=env)
+        return subprocess.CompletedProcess(
+            done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+        )
+
+    assert_a_taken_port_stops_the_start_up(start)
+
+
+def assert_a_taken_port_stops_the_start_up(
+    start: Callable[[dict[str, str]], subprocess.CompletedProcess[str]],
+) -> None:
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {**os.environ, "PE_PORT": str(free_port()), "PE_GRPC_PORT": str(port)}
-        out = subprocess.run(
-            [sys.executable, "-m", "service"], env=env, capture_output=True, text=True, timeout=30
-        )
+        out = start({**os.environ, "PE_PORT": str(free_port()), "PE_GRPC_PORT": str(port)})
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1  # one line, no traceback
     assert f"PE_GRPC_PORT={port}: 127.0.0.1:{port} is in use" in out.stderr
 
 
+# a process, as tests/test_startup.py's test_grpc_without_its_extra_stops_the_start, which
+# the fast loop runs
+@pytest.mark.slow
 def test_without_the_extra_the_start_up_says_to_install_it() -> None:
     code = "import sys; sys.modules['grpc'] = None; from service.__main__ import main; main()"
     env = {**os.environ, "PE_PORT": str(free_port()), "PE_GRPC_PORT": str(free_port())}
@@ -474,6 +500,8 @@ def test_ipv6_hosts_are_bracketed() -> None:
     assert front.address("0.0.0.0", 8001) == "0.0.0.0:8001"
 
 
+# the fast loop has it by main in process (tests/test_startup.py, PE_GRPC_PORT=8001+PE_PORT=8001)
+@pytest.mark.slow
 def test_the_grpc_port_is_not_the_http_port() -> None:
     port = free_port()
     env = {**os.environ, "PE_PORT": str(port), "PE_GRPC_PORT": str(port)}

@@ -128,7 +128,9 @@ def test_apply_and_the_inference_protocol_at_the_extremes(
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
-@pytest.mark.parametrize("d_model", [1, 2, 3])
+# the inner loop takes the degenerate widths (no sine column; an odd one); an even width
+# is what every other test asks, so width 2 is left to the full run
+@pytest.mark.parametrize("d_model", [1, pytest.param(2, marks=pytest.mark.slow), 3])
 @pytest.mark.parametrize("rounding", ["library", "exact"])
 def test_every_preset_at_widths_1_to_3_answers_200_or_422(
     http: httpx.Client, preset: str, d_model: int, rounding: str
