@@ -53,7 +53,7 @@ def limit_buffer(transport: asyncio.Transport) -> None:
     transport.set_write_buffer_limits(high=BUFFERED_BYTES)
 
 
-class Tally:
+class BytesWritten:
     """The bytes written to one connection, all its answers together."""
 
     __slots__ = ("written",)
@@ -66,10 +66,10 @@ class Pacer:
     """The pacing of one answer: when it started, its size, the bytes written so far and
     the bytes it holds of the slow clients' budget."""
 
-    __slots__ = ("budget", "grace", "headers", "held", "rate", "sent", "started", "tally")
+    __slots__ = ("budget", "connection", "grace", "headers", "held", "rate", "sent", "started")
 
-    def __init__(self, tally: Tally, edge: Edge) -> None:
-        self.tally = tally
+    def __init__(self, connection: BytesWritten, edge: Edge) -> None:
+        self.connection = connection
         self.grace = edge.settings.send_timeout
         self.rate = edge.settings.min_read_rate
         self.budget = edge.slow_clients
@@ -100,7 +100,7 @@ class Pacer:
             # the whole of a small answer: one write, then its deadline (most answers)
             await RequestResponseCycle.send(cycle, message)
             self.sent += len(body)
-            self.tally.written += len(body)
+            self.connection.written += len(body)
             self._watch(cycle)
             self.finish()  # what an earlier message of it held
             return
@@ -134,7 +134,7 @@ class Pacer:
         answer's last piece: a timer keeps its deadline instead, :meth:`_watch`)."""
         await RequestResponseCycle.send(cycle, message)
         self.sent += size
-        self.tally.written += size
+        self.connection.written += size
         if done:
             self._watch(cycle)
         else:
@@ -146,13 +146,13 @@ class Pacer:
         transport = cycle.transport
         if transport.get_write_buffer_size() == 0:
             return
-        end, tally, scope = self.tally.written, self.tally, cycle.scope
+        end, connection, scope = self.connection.written, self.connection, cycle.scope
         deadline = self.started + self.grace + self.sent / self.rate
 
         def check() -> None:
             if transport.is_closing():
                 return
-            taken = tally.written - transport.get_write_buffer_size()
+            taken = connection.written - transport.get_write_buffer_size()
             if taken < end:
                 self._report(
                     scope,

@@ -27,7 +27,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 
 from service.metrics import REFUSED
 from service.server.edge import edge_of
-from service.server.pacing import Pacer, Tally, limit_buffer
+from service.server.pacing import BytesWritten, Pacer, limit_buffer
 from service.text import printable, shown
 
 MAX_TARGET_BYTES: Final = 8 << 10
@@ -73,7 +73,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._body_open = False
         self._dropping = False  # the connection is closing: what arrives is not parsed
         self._refusal: tuple[int, str] | None = None
-        self._tally = Tally()
+        self._written = BytesWritten()
         self._edge = edge_of(self.app)  # the app's settings, not a second reading
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -166,7 +166,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # be freed by the garbage collector, not when done (a pause every few hundred
         # requests: p99 of a cached slice 4 -> 30 ms)
         this = weakref.ref(cycle)
-        pacer = Pacer(self._tally, self._edge)
+        pacer = Pacer(self._written, self._edge)
 
         # no coroutine of its own on the path of every message: the one it hands on to
         def send(message: ASGISendEvent) -> Coroutine[Any, Any, None]:
