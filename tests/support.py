@@ -69,6 +69,19 @@ SMALL_LIMITS: Final = {
 SMALL: Final = {f"PE_{name.upper()}": str(value) for name, value in SMALL_LIMITS.items()}
 
 
+class Loop:
+    """Which loop runs: ``tests/conftest.py`` sets ``inner`` where ``-m`` leaves out every
+    slow test (the inner loop, ``-m "not slow"``)."""
+
+    inner = False
+
+
+def examples(count: int) -> int:
+    """A property's example count: ``count`` in the full run, a tenth of it (at least 10)
+    in the inner loop, which is run often and must stay short."""
+    return max(10, count // 10) if Loop.inner else count
+
+
 def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
     """A batch of embeddings: standard normal numbers, the same for the same seed."""
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
