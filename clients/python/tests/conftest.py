@@ -83,13 +83,15 @@ def service_url() -> Iterator[str]:
                 process.wait()
 
 
-@pytest.fixture
+# one client of each kind for the session: each costs its TLS context (certificates read,
+# some 50 ms), though it speaks plain HTTP to the service
+@pytest.fixture(scope="session")
 def pe(service_url: str) -> Iterator[Client]:
     with Client(service_url, timeout=WAIT) as client:
         yield client
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def http(service_url: str) -> Iterator[httpx.Client]:
     """Plain httpx to the same service, for answers to compare the client's with."""
     with httpx.Client(base_url=service_url, timeout=WAIT) as client:
