@@ -90,7 +90,8 @@ def stub(live: tuple[str, str]) -> Iterator[Any]:
         yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
 
 
-@pytest.fixture
+# one for the module: each client builds a TLS context (some 50 ms), unused over HTTP
+@pytest.fixture(scope="module")
 def http(live: tuple[str, str]) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=live[0], timeout=WAIT) as client:
         yield client
