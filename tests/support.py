@@ -5,6 +5,7 @@ and the app in process behind a plain ``httpx.Client``."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -80,6 +81,23 @@ def examples(count: int) -> int:
     """A property's example count: ``count`` in the full run, a tenth of it (at least 10)
     in the inner loop, which is run often and must stay short."""
     return max(10, count // 10) if Loop.inner else count
+
+
+@functools.cache
+def modules_of_a_started_app() -> frozenset[str]:
+    """The modules a fresh interpreter holds once it has built the app (without
+    ``PE_GRPC_PORT``) and answered ``/healthz`` in process: run once for the tests of what a
+    start leaves unimported (the plotting library, gRPC)."""
+    code = (
+        "import sys; from service.app import create_app; from tests.support import in_process\n"
+        "with in_process(create_app()) as http: assert http.get('/healthz').status_code == 200\n"
+        "print(' '.join(sys.modules))"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PE_GRPC_PORT"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    return frozenset(out.stdout.split())
 
 
 def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
