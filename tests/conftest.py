@@ -19,10 +19,14 @@ from _pytest.mark.expression import Expression
 
 from service.app import create_app
 from service.settings import Settings
-from tests.support import SMALL, SMALL_LIMITS, WAIT, client_of, running, started
+from tests.support import SMALL, SMALL_LIMITS, WAIT, Loop, client_of, running, started
 
 # a module whose every test is slow says so once, at the top
 _SLOW_MODULE = re.compile(r"^pytestmark = .*\bpytest\.mark\.slow\b", re.MULTILINE)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    Loop.inner = _leaves_out_slow(config)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

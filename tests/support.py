@@ -5,6 +5,7 @@ and the app in process behind a plain ``httpx.Client``."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -67,6 +68,36 @@ SMALL_LIMITS: Final = {
     "max_body_bytes": 100_000,
 }
 SMALL: Final = {f"PE_{name.upper()}": str(value) for name, value in SMALL_LIMITS.items()}
+
+
+class Loop:
+    """Which loop runs: ``tests/conftest.py`` sets ``inner`` where ``-m`` leaves out every
+    slow test (the inner loop, ``-m "not slow"``)."""
+
+    inner = False
+
+
+def examples(count: int) -> int:
+    """A property's example count: ``count`` in the full run, a tenth of it (at least 10)
+    in the inner loop, which is run often and must stay short."""
+    return max(10, count // 10) if Loop.inner else count
+
+
+@functools.cache
+def modules_of_a_started_app() -> frozenset[str]:
+    """The modules a fresh interpreter holds once it has built the app (without
+    ``PE_GRPC_PORT``) and answered ``/healthz`` in process: run once for the tests of what a
+    start leaves unimported (the plotting library, gRPC)."""
+    code = (
+        "import sys; from service.app import create_app; from tests.support import in_process\n"
+        "with in_process(create_app()) as http: assert http.get('/healthz').status_code == 200\n"
+        "print(' '.join(sys.modules))"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PE_GRPC_PORT"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    return frozenset(out.stdout.split())
 
 
 def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
@@ -238,16 +269,20 @@ def main_in_process(
 
 def _wait_for(url: str, process: subprocess.Popen[bytes], log: Any) -> None:
     deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read().decode()}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
+    # one client for every poll: each new one builds a TLS context (some 50 ms of the CPU
+    # the starting server needs), though it speaks plain HTTP
+    with httpx.Client(timeout=1) as http:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                log.seek(0)
+                output = log.read().decode()
+                raise RuntimeError(f"server exited with {process.returncode}:\n{output}")
+            try:
+                if http.get(url).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
     raise RuntimeError(f"server did not answer {url} within {WAIT:g} s")
 
 

@@ -278,7 +278,8 @@ BLOCKWISE = [
 
 
 @pytest.mark.parametrize(("family", "parameters"), BLOCKWISE)
-@pytest.mark.parametrize("fmt", ["npy", "raw"])
+# every family written as npy in the fast loop, as raw too in the full run
+@pytest.mark.parametrize("fmt", ["npy", pytest.param("raw", marks=pytest.mark.slow)])
 def test_a_table_written_a_block_of_rows_at_a_time_is_the_whole_answer(
     http: httpx.Client,
     monkeypatch: pytest.MonkeyPatch,

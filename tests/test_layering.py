@@ -11,7 +11,7 @@ from typing import Final
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import ROOT, modules_of_a_started_app
 
 WEB = ("fastapi", "starlette", "uvicorn", "httpx", "pydantic", "pydantic_settings", "anyio")
 # The numbers layers, every module of them (a new one is checked without an edit here),
@@ -42,11 +42,6 @@ for name in sys.argv[1:]:
     importlib.import_module(name)
     print(json.dumps([name, sorted(set(sys.modules) - before)]))
 """
-
-
-def loaded_by(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    return set(out.stdout.split())
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +130,7 @@ def test_the_lower_layers_import_nothing_above_them(path: str) -> None:
 
 def test_matplotlib_is_loaded_only_for_the_first_picture() -> None:
     """The service starts (and stays small) without importing the plotting library."""
-    loaded = loaded_by(
-        "import sys, service.app; service.app.create_app(); print(' '.join(sys.modules))"
-    )
+    loaded = modules_of_a_started_app()
     assert "service.plots" in loaded
     assert not {name for name in loaded if name.split(".")[0] == "matplotlib"}
 

@@ -119,6 +119,11 @@ def javac() -> str:
     return str(Path(found).resolve())
 
 
+# a toolchain's start, the full run's (bash .ci/run, with SNIPPETS_REQUIRED); the fast loop
+# runs the Python client's snippet and the plain fetch one under Node
+TOOLCHAIN = pytest.mark.slow
+
+
 def test_the_python_clients_snippet(live_url: str) -> None:
     (snippet,) = snippets("Python", "python")
     output = run([sys.executable, "-c", pointed(snippet, live_url)])
@@ -126,6 +131,7 @@ def test_the_python_clients_snippet(live_url: str) -> None:
     assert "422 PE_MAX_ELEMENTS" in output
 
 
+@TOOLCHAIN
 def test_the_javascript_clients_snippet_under_node(live_url: str, tmp_path: Path) -> None:
     snippet = snippets("JavaScript", "javascript")[0]
     modules = tmp_path / "node_modules"
@@ -144,6 +150,7 @@ def test_the_plain_fetch_snippet_under_node(live_url: str, tmp_path: Path) -> No
     assert_prints_the_value(run([node(), "snippet.mjs"], cwd=tmp_path))
 
 
+@TOOLCHAIN
 def test_the_go_program(live_url: str, tmp_path: Path) -> None:
     """``go vet`` and ``gofmt`` find nothing, then ``go run pe.go`` as the comment says."""
     tool = go()
@@ -160,6 +167,7 @@ def test_the_go_program(live_url: str, tmp_path: Path) -> None:
     assert_prints_the_value(in_shell(command, tmp_path, tool, env))
 
 
+@TOOLCHAIN
 def test_the_rust_program(live_url: str, tmp_path: Path) -> None:
     """Without a warning, then ``rustc --edition 2021 pe.rs && ./pe`` as the comment says."""
     tool = rustc()

@@ -2,7 +2,7 @@
 standard error naming the ``PE_`` variable and what it takes, exit status 2, no traceback.
 
 Each refusal is checked twice: by the command's ``main`` in this process (the fast loop),
-and by a real ``python -m service``, a few in the fast loop and the rest among the slow
+and by a real ``python -m service``, one or two in the fast loop and the rest among the slow
 tests (a process costs an interpreter's start and the service's imports)."""
 
 from __future__ import annotations
@@ -101,14 +101,15 @@ BAD = [
 
 
 IDS = ["+".join(f"{k}={v}" for k, v in env.items()) for env, _ in BAD]
-# the refusals a real process gives in the fast loop: an unknown name, a malformed value,
-# a table to preload over the limits, several at once
-IN_THE_FAST_LOOP = {
-    "PE_CACHE_SIZE=1",
-    "PE_PORT=80a",
-    "PE_PRELOAD=1000000x512",
-    "PE_PORT=x+PE_WORKERS=y",
-}
+# the refusal a real process gives in the fast loop: several at once (main in this process
+# gives every one of them there)
+IN_THE_FAST_LOOP = {"PE_PORT=x+PE_WORKERS=y"}
+# each start-up checked both ways: main in this process in the fast loop, a real process
+# among the slow tests
+STARTS = [
+    pytest.param(start_in_process, id="in-process"),
+    pytest.param(start, id="process", marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize(
@@ -165,20 +166,38 @@ def test_main_takes_only_an_empty_writable_metrics_directory(tmp_path: Path, wor
     assert_a_metrics_directory_is_checked(start_in_process, tmp_path, workers)
 
 
-def test_openapi_is_refused_with_the_same_line() -> None:
-    done = subprocess.run(
+def openapi_in_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = main_in_process("openapi", env=env)
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def openapi_in_a_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "service", "openapi"],
-        env={**os.environ, "PE_LOG_LEVEL": "loud"},
+        env=env,
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
-    assert_one_line(done, "PE_LOG_LEVEL='loud'")
 
 
-def test_with_json_logs_the_refusal_is_a_json_line() -> None:
+@pytest.mark.parametrize(
+    "openapi",
+    [
+        pytest.param(openapi_in_process, id="in-process"),
+        pytest.param(openapi_in_a_process, id="process", marks=pytest.mark.slow),
+    ],
+)
+def test_openapi_is_refused_with_the_same_line(openapi: Start) -> None:
+    assert_one_line(openapi({**os.environ, "PE_LOG_LEVEL": "loud"}), "PE_LOG_LEVEL='loud'")
+
+
+@pytest.mark.parametrize("start", STARTS)
+def test_with_json_logs_the_refusal_is_a_json_line(start: Start) -> None:
     """PE_LOG_FORMAT=json: every line the service writes is one JSON object, the line
     that refuses a setting too."""
     line = assert_one_line(start({"PE_LOG_FORMAT": "json", "PE_WORKRES": "2"}), "PE_WORKRES")

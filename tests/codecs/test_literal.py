@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.codecs import _literal
+from tests.support import examples
 
 # what repr writes without an escape (a header with an escape is refused before)
 TEXT = st.text(
@@ -40,7 +41,7 @@ LITERALS = st.recursive(
 )
 
 
-@settings(max_examples=500, derandomize=True, deadline=None)
+@settings(max_examples=examples(500), derandomize=True, deadline=None)
 @given(LITERALS)
 def test_every_literal_reads_as_literal_eval_reads_it(value: Any) -> None:
     text = repr(value)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from service.encodings import additive, registry
 from service.encodings.registry import DTYPES, DType
 from service.encodings.sinusoidal import LAYOUTS, Layout, SinusoidalKey
+from tests.support import examples
 
 
 def encoding(
@@ -22,7 +23,7 @@ def encoding(
     return registry.rows(SinusoidalKey(d_model, base, layout, dtype), start, stop)
 
 
-FAST = settings(max_examples=60, deadline=None, derandomize=True)
+FAST = settings(max_examples=examples(60), deadline=None, derandomize=True)
 d_models = st.integers(1, 96)
 bases = st.floats(1.001, 1e6)
 lengths = st.integers(1, 300)

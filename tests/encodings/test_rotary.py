@@ -23,10 +23,11 @@ from service.encodings.rotary import CONVENTIONS, Convention, RotaryKey
 from service.encodings.rotation import Rotation
 from service.errors import InvalidInput, InvalidParameter
 from service.settings import POSITION_CEILING
+from tests.support import examples
 
 mpmath.mp.prec = 200
 
-FAST = settings(max_examples=40, deadline=None, derandomize=True)
+FAST = settings(max_examples=examples(40), deadline=None, derandomize=True)
 F64_FEW_ULP = 2.0**-51  # a few float64 ulp of values in [0.5, 1)
 
 

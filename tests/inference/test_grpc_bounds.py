@@ -17,6 +17,7 @@ from tritonclient.grpc import service_pb2 as pb
 from service.codecs.types import MAX_DIMS
 from service.errors import InvalidInput, Limit, LimitExceeded, MalformedBody, ServiceError
 from service.inference import grpc_bounds, grpc_wire, wire
+from tests.support import examples
 from tests.support import protobuf_field as field
 
 NUMBERS = Limit(1 << 21, "PE_MAX_JSON_ELEMENTS")
@@ -166,7 +167,7 @@ def test_a_broken_encoding_is_a_malformed_body(message: bytes) -> None:
         grpc_bounds.scan(message, NUMBERS)
 
 
-@settings(max_examples=400, derandomize=True, deadline=None)
+@settings(max_examples=examples(400), derandomize=True, deadline=None)
 @given(st.data())
 def test_a_mutated_message_is_refused_or_decoded_as_protobuf_decodes_it(data: Any) -> None:
     original = bytearray(request().SerializeToString())

@@ -218,6 +218,9 @@ _WARNED: list[tuple[str, str, np.ndarray[Any, Any] | None]] = [
 ]
 
 
+# a real server, the full run's: test_python_warnings_are_log_records checks the same
+# logging configuration in a process in the fast loop
+@pytest.mark.slow
 def test_every_line_of_a_json_logging_process_is_json(tmp_path: Path) -> None:
     """A real ``python -m service`` with PE_LOG_FORMAT=json (the Kubernetes default): after
     requests that made numpy warn, every line it wrote, on standard error and standard

@@ -134,6 +134,10 @@ def test_paths_and_bands_as_asked(http: httpx.Client) -> None:
         assert_problem(http.get(f"/v1/audit/rotary?max_len=4096&{LLAMA}&{query}"), 422, *words)
 
 
+# an audit of half Llama 3.1's context, twice: the full run's; the fast loop checks a
+# current tag (test_a_current_tag_is_answered_before_anything_is_computed) and a picture
+# (test_the_format_follows_accept) on short audits
+@pytest.mark.slow
 def test_an_audit_is_immutable_and_drawn(http: httpx.Client) -> None:
     url = f"/v1/audit/rotary?max_len=65536&{LLAMA}"
     first = http.get(url)

@@ -185,11 +185,8 @@ def _audit_defaults(api: httpx.Client) -> tuple[list[str], str, dict[str, str]]:
     return page.options["audit-family"], str(page.controls["audit-max_len"]["value"]), defaults
 
 
-def test_the_audit_views_defaults_are_llama_31s_and_the_service_takes_them(
-    api: httpx.Client,
-) -> None:
-    """The audit view offers rotary and sinusoidal, each with parameters the service takes
-    (rotary: Llama 3.1's, shown first), and reads the answer as audit.js reads it."""
+def test_the_audit_views_defaults_are_llama_31s(api: httpx.Client) -> None:
+    """The audit view offers rotary and sinusoidal (rotary: Llama 3.1's, shown first)."""
     families, max_len, defaults = _audit_defaults(api)
     assert families == ["rotary", "sinusoidal"]
     assert max_len == "131072"
@@ -205,6 +202,14 @@ def test_the_audit_views_defaults_are_llama_31s_and_the_service_takes_them(
         "high_freq_factor": "4",
         "original_max_position_embeddings": "8192",
     }
+
+
+# two audits over Llama 3.1's whole context: the full run's
+@pytest.mark.slow
+def test_the_service_takes_the_audit_views_defaults(api: httpx.Client) -> None:
+    """Each family's parameters are ones the service takes, and its answer reads as
+    audit.js reads it."""
+    families, max_len, defaults = _audit_defaults(api)
     for family in families:
         answer = api.get(f"/v1/audit/{family}?{defaults[family]}&max_len={max_len}")
         assert answer.status_code == 200, answer.text

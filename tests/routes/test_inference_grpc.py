@@ -41,6 +41,7 @@ from tests.support import (
     free_port,
     load,
     main_in_process,
+    modules_of_a_started_app,
     npy_bytes,
     npz_bytes,
     serving,
@@ -90,7 +91,8 @@ def stub(live: tuple[str, str]) -> Iterator[Any]:
         yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
 
 
-@pytest.fixture
+# one for the module: each client builds a TLS context (some 50 ms), unused over HTTP
+@pytest.fixture(scope="module")
 def http(live: tuple[str, str]) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=live[0], timeout=WAIT) as client:
         yield client
@@ -309,6 +311,9 @@ def test_a_message_over_the_body_limit_is_refused(server: Any, compression: str 
     assert answered.as_numpy("embeddings").shape == small.shape
 
 
+# a real server of its own, the full run's: the fast loop's gRPC server (the live fixture)
+# is checked to listen on its two ports alone
+@pytest.mark.slow
 def test_without_a_grpc_port_nothing_more_listens() -> None:
     with serving() as (url, process):
         assert listening_ports(process.pid) == {int(url.rsplit(":", 1)[1])}
@@ -316,16 +321,7 @@ def test_without_a_grpc_port_nothing_more_listens() -> None:
 
 def test_without_a_grpc_port_grpc_is_not_even_imported() -> None:
     """The app starts without the extra: gRPC is imported only for PE_GRPC_PORT."""
-    code = (
-        "import sys; from service.app import create_app; from tests.support import in_process\n"
-        "with in_process(create_app()) as http: assert http.get('/healthz').status_code == 200\n"
-        "print(' '.join(sys.modules))"
-    )
-    env = {key: value for key, value in os.environ.items() if key != "PE_GRPC_PORT"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, check=True
-    )
-    loaded = set(out.stdout.split())
+    loaded = modules_of_a_started_app()
     assert "service.inference.serving" in loaded
     assert not {name for name in loaded if name.split(".")[0] in ("grpc", "tritonclient")}
     assert "service.inference.grpc" not in loaded

@@ -23,7 +23,8 @@ def server(live_url: str) -> Iterator[triton.InferenceServerClient]:
     client.close()
 
 
-@pytest.fixture
+# one for the module: each client builds a TLS context (some 50 ms), unused over HTTP
+@pytest.fixture(scope="module")
 def http(live_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=live_url, timeout=WAIT) as client:
         yield client

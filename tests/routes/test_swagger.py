@@ -55,7 +55,12 @@ def test_the_table_with_swaggers_defaults_is_served(
     assert answer.status_code == 200, answer.text
 
 
-@pytest.mark.parametrize("preset", list(PRESETS))
+# every preset's table is served in the fast loop; a picture of each is drawn in the full
+# run, of the first in the fast loop
+@pytest.mark.parametrize(
+    "preset",
+    [pytest.param(p, marks=pytest.mark.slow) if i else p for i, p in enumerate(PRESETS)],
+)
 def test_the_heatmap_with_swaggers_defaults_is_drawn(
     http: httpx.Client, document: dict[str, Any], preset: str
 ) -> None:

@@ -43,17 +43,20 @@ def _free_port() -> int:
 
 def _wait_until_ready(url: str, process: subprocess.Popen[bytes], log: IO[bytes]) -> None:
     deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log.seek(0)
-            output = log.read().decode(errors="replace")
-            pytest.fail(f"the service exited with {process.returncode}:\n{output}")
-        try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
+    # one client for every poll: each new one builds a TLS context (some 50 ms of the CPU
+    # the starting service needs)
+    with httpx.Client(timeout=1) as http:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                log.seek(0)
+                output = log.read().decode(errors="replace")
+                pytest.fail(f"the service exited with {process.returncode}:\n{output}")
+            try:
+                if http.get(url + "/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
     pytest.fail(f"the service did not answer {url}/readyz with 200 within {WAIT:g} s")
 
 
@@ -83,13 +86,15 @@ def service_url() -> Iterator[str]:
                 process.wait()
 
 
-@pytest.fixture
+# one client of each kind for the session: each costs its TLS context (certificates read,
+# some 50 ms), though it speaks plain HTTP to the service
+@pytest.fixture(scope="session")
 def pe(service_url: str) -> Iterator[Client]:
     with Client(service_url, timeout=WAIT) as client:
         yield client
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def http(service_url: str) -> Iterator[httpx.Client]:
     """Plain httpx to the same service, for answers to compare the client's with."""
     with httpx.Client(base_url=service_url, timeout=WAIT) as client:

@@ -39,6 +39,9 @@ def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {path["name"]: path for path in document["paths"]}
 
 
+# Llama 3.1's whole context (131072 positions): the full run's; the fast loop audits
+# through the client at shorter lengths (test_paths_select_and_order and the rest)
+@pytest.mark.slow
 def test_llama31s_audit(pe: Client, http: httpx.Client) -> None:
     document = pe.audit("rotary", 131072, **LLAMA31)
     assert document["family"] == "rotary"
@@ -131,6 +134,9 @@ def test_any_family_the_service_lists_is_asked_for() -> None:
     assert asked == ["/v1/audit/ramp"]
 
 
+# drawn over Llama 3.1's whole context: the full run's; test_async_client draws one in
+# the fast loop
+@pytest.mark.slow
 def test_the_audit_drawn(pe: Client, http: httpx.Client) -> None:
     picture = pe.audit_png("rotary", 131072, paths=["bf16-positions", "library"], **LLAMA31)
     assert picture.startswith(b"\x89PNG\r\n\x1a\n")
