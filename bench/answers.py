@@ -6,7 +6,9 @@ no byte a client sees. The app runs in process with the default settings.
     git stash; .venv/bin/python bench/answers.py > before.txt; git stash pop
     diff before.txt after.txt     # nothing, when no answer changed
 
-``--full`` prints each answer's headers in full instead of one hash of them.
+``--full`` prints each answer's headers in full instead of one hash of them. Headers are
+compared as a set, sorted: the order of fields with different names carries no meaning in
+HTTP (RFC 9110, section 5.3).
 """
 
 from __future__ import annotations

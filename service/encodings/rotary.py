@@ -281,18 +281,6 @@ def turned(key: RotaryKey, at: NDArray[np.float32], inverse: NDArray[np.float32]
     return values.astype(np.float64)
 
 
-# how far a GPU's inverse frequencies may be from the exact ones, in float32 ulps of each:
-# powf's 4 and the CPU's own rounding, and what each scaling computes beside on the device
-ULPS: Final[dict[str, float]] = {
-    "none": 5.0,
-    "linear": 5.0,
-    "ntk": 5.0,
-    "proportional": 5.0,
-    "llama3": 6.0,
-    "yarn": 6.0,
-    "longrope": 8.0,
-    "dynamic": 11.0,  # its base is a device pow too: both errors reach the frequency
-}
 AUDIT: Final[Audit[RotaryKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64", cache_dtype="float32"),
     library=replacing(rounding="library", dtype="float32"),
@@ -305,7 +293,7 @@ AUDIT: Final[Audit[RotaryKey]] = Audit(
         library=library_frequencies,
         turned=turned,
         attention=lambda key: key.attention,
-        ulps=lambda key: ULPS[key.scaling],
+        ulps=lambda key: scalings.rule_of(key.scaling).device_ulps,
     ),
 )
 FAMILY: Final = register(

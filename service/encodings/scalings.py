@@ -59,7 +59,8 @@ class Rule:
     """One scaling: where its formula comes from; the parameters it takes and those it
     needs; how they resolve; its exact (double-double) and library (float32) inverse
     frequencies; the ``rope_type`` configs name it by (None: none does); whether its exact
-    frequencies multiply each pair by a factor of its own (work to prepare a key); whether
+    frequencies multiply each pair by a factor of its own (work to prepare a key); how far a
+    device's frequencies may stray (``device_ulps``); whether
     its table depends on the sequence length (``max_len``, or ``seq_len`` where it takes
     one); whether it keeps the whole head (turning only the rotated pairs); and the
     engines that compute it otherwise, with the names a request may give to variants of
@@ -72,6 +73,10 @@ class Rule:
     exact: Callable[[float, int, Mapping[str, Any]], _rope_exact.Frequencies]
     library: Callable[[float, int, Mapping[str, Any]], _rope_library.Float32Array]
     rope_type: str | None
+    # how far a GPU's inverse frequencies may be from the exact ones, in float32 ulps of
+    # each: powf's 4 and the CPU's own rounding, and what the scaling computes beside on the
+    # device (the precision audit's device envelope)
+    device_ulps: float
     factors: bool = False
     lengthwise: bool = False
     whole_head: bool = False
@@ -345,6 +350,7 @@ RULES: Final[dict[Scaling, Rule]] = {
         exact=_rope_exact.default,
         library=_rope_library.default,
         rope_type="default",
+        device_ulps=5.0,
     ),
     "linear": Rule(
         source=f"{_UTILS}: _compute_linear_scaling_rope_parameters",
@@ -354,6 +360,7 @@ RULES: Final[dict[Scaling, Rule]] = {
         exact=_rope_exact.linear,
         library=_rope_library.linear,
         rope_type="linear",
+        device_ulps=5.0,
     ),
     "ntk": Rule(
         source="static NTK-aware scaling (bloc97, 2023): base * factor^(d/(d-2)); "
@@ -364,6 +371,7 @@ RULES: Final[dict[Scaling, Rule]] = {
         exact=_rope_exact.ntk,
         library=_rope_library.ntk,
         rope_type=None,
+        device_ulps=5.0,
     ),
     "dynamic": Rule(
         source=f"{_UTILS}: _compute_dynamic_ntk_parameters",
@@ -373,6 +381,7 @@ RULES: Final[dict[Scaling, Rule]] = {
         exact=_rope_exact.dynamic,
         library=_rope_library.dynamic,
         rope_type="dynamic",
+        device_ulps=11.0,  # its base is a device pow too: both errors reach the frequency
         lengthwise=True,
         engines={"vllm": _vllm_dynamic},
     ),
@@ -384,6 +393,7 @@ RULES: Final[dict[Scaling, Rule]] = {
         exact=_rope_exact.yarn,
         library=_rope_library.yarn,
         rope_type="yarn",
+        device_ulps=6.0,
         factors=True,
         variants={"deepseek_yarn": {"vllm": _vllm_deepseek_yarn}},
     ),
@@ -395,6 +405,7 @@ RULES: Final[dict[Scaling, Rule]] = {
         exact=_rope_exact.longrope,
         library=_rope_library.longrope,
         rope_type="longrope",
+        device_ulps=8.0,
         factors=True,
         lengthwise=True,
         engines={"vllm": _vllm_longrope},
@@ -407,6 +418,7 @@ RULES: Final[dict[Scaling, Rule]] = {
         exact=_rope_exact.llama3,
         library=_rope_library.llama3,
         rope_type="llama3",
+        device_ulps=6.0,
         factors=True,
     ),
     # and the rotated pairs, int(partial_rotary_factor * head_dim // 2): the rest are zero
@@ -418,6 +430,7 @@ RULES: Final[dict[Scaling, Rule]] = {
         exact=_rope_exact.proportional,
         library=_rope_library.proportional,
         rope_type="proportional",
+        device_ulps=5.0,
         whole_head=True,
     ),
 }
