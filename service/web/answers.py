@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from service import codecs, handlers
 from service.codecs.types import FORMATS, MEDIA_TYPES, Headers
+from service.errors import ClientGone
 from service.limits import PATIENCE
 from service.runtime import Runtime
 from service.web.conditional import IMMUTABLE, matches
@@ -117,14 +118,27 @@ async def answer(request: Request, runtime: Runtime, plan: Plan[F]) -> Response:
         if unchanged is not None:
             return unchanged
 
+    handed: list[Callable[[], None]] = []
+
     async def encoded() -> handlers.Answer:
         if not plan.large:  # most answers: no permit to take, hand over or give back
             return handlers.Answer(*await plan.encode(fmt, gzip))
         async with handlers.permit(runtime, plan.large) as held:
             said, body = await plan.encode(fmt, gzip)
-            return handlers.Answer(said, body, held.hand_over())
+            release = held.hand_over()
+            if release is not None:
+                handed.append(release)
+            return handlers.Answer(said, body, release)
 
-    return _respond(await unless_gone(request, encoded), headers)
+    try:
+        done = await unless_gone(request, encoded)
+    except ClientGone:
+        # an encoding in a worker thread finishes after its client has gone, and its answer
+        # is dropped: the permit it was handed goes back with it
+        for release in handed:
+            release()
+        raise
+    return _respond(done, headers)
 
 
 def not_modified(request: Request, headers: dict[str, str]) -> Response | None:

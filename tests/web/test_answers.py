@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any, Final, cast
 
+import anyio
 import httpx
 import pytest
 from fastapi import FastAPI, Request, Response
 
 from service.app import create_app
 from service.codecs.types import Encoded, Format
-from service.errors import LimitExceeded, NotAcceptable
+from service.errors import ClientGone, LimitExceeded, NotAcceptable
 from service.metrics import Telemetry
 from service.runtime import Runtime
 from service.settings import Settings
@@ -207,3 +209,36 @@ def test_every_endpoint_that_answers_arrays_is_the_one_answers(
             )
     assert answer.status_code == 200, answer.text
     assert served == [1]
+
+
+def test_a_large_answer_whose_client_left_as_it_was_encoded_gives_its_permit_back() -> None:
+    """The encoding runs in a worker thread, which cannot be stopped: it finishes after its
+    client has gone, and the answer it made is dropped (a 499); the permit the answer was
+    handed goes back with it, or every large answer after a few such clients waits forever."""
+
+    async def scenario() -> None:
+        runtime = Runtime(Settings(), Telemetry(lambda: None))
+        total = runtime.large_answers.value
+        left, told = anyio.Event(), threading.Event()
+
+        async def receive() -> dict[str, Any]:
+            await left.wait()
+            told.set()  # the disconnect is seen before the thread's answer comes back
+            return {"type": "http.disconnect"}
+
+        def work() -> None:
+            anyio.from_thread.run_sync(left.set)  # the client leaves while it runs
+            told.wait()
+
+        async def encode(fmt: Format, gzipped: bool) -> Encoded:
+            await runtime.compute(1 << 20, work)
+            return {"content-type": "application/json"}, JSON_BODY
+
+        scope = {"type": "http", "method": "GET", "path": "/", "query_string": b"", "headers": []}
+        request = Request(scope, receive)
+        offer: Offer[Format] = Offer(("json", "npy"), None)
+        with pytest.raises(ClientGone):
+            await answers.answer(request, runtime, Plan(offer, encode, large=True))
+        assert runtime.large_answers.value == total
+
+    anyio.run(scenario)
