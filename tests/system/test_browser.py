@@ -632,8 +632,11 @@ def test_the_copied_curl_command_keeps_under_the_services_limit(
         )
         assert done.returncode == 0, done.stderr
         saved = tmp_path / file
-        arrays = np.load(saved, allow_pickle=False)
-        first = arrays["cos"] if file.endswith(".npz") else arrays
+        if file.endswith(".npz"):
+            with np.load(saved, allow_pickle=False) as arrays:  # closed now, not when collected
+                first = arrays["cos"]
+        else:
+            first = np.load(saved, allow_pickle=False)
         assert first.shape == shape
         href = page.get_attribute(f"#{prefix}copy-curl", "href")
         assert href is not None
