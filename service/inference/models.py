@@ -212,16 +212,32 @@ def infer_parsed(
         name = sorted(unknown)[0]
         raise InvalidInput(name, f"is not an input of {served.name}")
     names = [spec.name for spec in served.outputs]
-    asked = request.outputs if request.outputs is not None else dict.fromkeys(names)
+    asked = _asked(served, request)
     for name in asked:
         if name not in names:
             raise InvalidInput(name, f"is not an output of {served.name} ({', '.join(names)})")
-    binary = {
-        name for name, flag in asked.items() if (request.binary_default if flag is None else flag)
-    }
+    binary = _binary(request, asked)
     json_output = any(name not in binary for name in asked)
     outputs = served.run(served, runtime, request, json_output)
     return [tensor for tensor in outputs if tensor.name in asked], binary
+
+
+def binary(served: Model, request: wire.Request) -> bool:
+    """Whether the answer has binary data after its JSON header (its type is then
+    ``application/octet-stream``), from the request alone."""
+    return bool(_binary(request, _asked(served, request)))
+
+
+def _asked(served: Model, request: wire.Request) -> dict[str, bool | None]:
+    """The outputs asked for, each with its ``binary_data`` (None: the request's default)."""
+    names = [spec.name for spec in served.outputs]
+    return request.outputs if request.outputs is not None else dict.fromkeys(names)
+
+
+def _binary(request: wire.Request, asked: Mapping[str, bool | None]) -> set[str]:
+    return {
+        name for name, flag in asked.items() if (request.binary_default if flag is None else flag)
+    }
 
 
 def answer_bytes(served: Model, request: wire.Request) -> int:

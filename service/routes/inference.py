@@ -198,12 +198,14 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
             request, lambda: runtime.compute(elements, wire.parse, body, length, limit)
         )
 
-        async def encode(fmt: Literal["json"], gzip: bool) -> tuple[Headers, memoryview]:
+        async def encode(fmt: Literal["json", "raw"], gzip: bool) -> tuple[Headers, memoryview]:
             return await runtime.compute(elements, models.infer, runtime, served, parsed)
 
-        # the protocol's answer is not negotiated: JSON, its tensors' data in binary where
-        # the request asks (the encoding says its own type); nothing kept, nothing gzipped
-        offer: Offer[Literal["json"]] = Offer(("json",), "json")
+        # the protocol's answer is not negotiated: JSON, or JSON followed by its tensors'
+        # data in binary where the request asks (typed as raw bytes are); nothing kept,
+        # nothing gzipped
+        fmt: Literal["json", "raw"] = "raw" if models.binary(served, parsed) else "json"
+        offer = Offer((fmt,), fmt)
         large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
         plan = Plan(offer, encode, large=large, vary=False, gzip_from=None)
         return await answer(request, runtime, plan)

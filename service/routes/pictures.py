@@ -16,7 +16,7 @@ from service.encodings import registry, sinusoidal
 from service.runtime import Runtime
 from service.schemas.sinusoidal import HeatmapQuery, SimilarityQuery
 from service.web import openapi
-from service.web.answers import Offer, Plan, answer
+from service.web.answers import MEDIA, Offer, Plan, answer
 from service.web.conditional import fields_etag
 from service.web.deps import RuntimeDep
 
@@ -25,7 +25,7 @@ SIMILARITY_PATH: Final = "/v1/encodings/sinusoidal/similarity.png"
 # Bump when the pictures change for the same parameters and matplotlib version.
 PICTURE_REVISION: Final = "3"
 _RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
-    200: {"content": {"image/png": openapi.BINARY}, "description": "The picture."},
+    200: {"content": {MEDIA["png"]: openapi.BINARY}, "description": "The picture."},
     304: openapi.NOT_MODIFIED,
     **openapi.problems_of(422, 501),
 }
@@ -64,7 +64,7 @@ async def _picture(
     async def encode(fmt: Literal["png"], gzip: bool) -> Encoded:
         # identical pictures asked for at once are drawn once: the tag names the picture
         picture = await runtime.drawings.run(etag(fmt, gzip), draw)
-        return {"content-type": "image/png"}, picture
+        return {}, picture
 
     # a PNG whatever Accept says, immutable
     offer: Offer[Literal["png"]] = Offer(("png",), "png")

@@ -57,8 +57,10 @@ class Offer(Generic[F]):
 class Plan(Generic[F]):
     """What an answer is, before anything is computed.
 
-    ``encode(fmt, gzip)``: the answer's headers (its ``Content-Type``) and bytes in the
-    format chosen, gzipped when asked (in the lane and thread its work needs).
+    ``encode(fmt, gzip)``: the answer's bytes in the format chosen, gzipped when asked (in
+    the lane and thread its work needs), and what its headers say of them
+    (``Content-Encoding``, its shape); its ``Content-Type`` is the format's, in
+    :data:`MEDIA`, set by :func:`answer` whatever an encoder says.
     ``elements``: the numbers it holds (gzip's threshold and the JSON limit count them).
     ``check(fmt)``: the limits in the format chosen, before anything is computed;
     ``json_hint``: the JSON limit checked against ``elements`` with this hint (None: the
@@ -138,7 +140,7 @@ async def answer(request: Request, runtime: Runtime, plan: Plan[F]) -> Response:
         for release in handed:
             release()
         raise
-    return _respond(done, headers)
+    return _respond(done, headers, fmt)
 
 
 def not_modified(request: Request, headers: dict[str, str]) -> Response | None:
@@ -148,10 +150,13 @@ def not_modified(request: Request, headers: dict[str, str]) -> Response | None:
     return None
 
 
-def _respond(done: handlers.Answer, headers: Mapping[str, str]) -> Response:
-    """The encoded answer with ``headers`` before its own; one holding a permit gives it
-    back once it has been sent (:class:`PermitResponse`)."""
-    merged = {**headers, **done.headers}
+def _respond(done: handlers.Answer, headers: Mapping[str, str], fmt: str) -> Response:
+    """The encoded answer in ``fmt``, with ``headers``, then its type, then what its
+    encoding says; one holding a permit gives it back once it has been sent
+    (:class:`PermitResponse`)."""
+    # the format's type, where a wire codec states it too: one type, the plan's
+    merged = {**headers, "content-type": MEDIA[fmt]}
+    merged.update((name, value) for name, value in done.headers.items() if name != "content-type")
     if done.release is not None:
         return PermitResponse(done.body, merged, done.release)
     return Response(done.body, headers=merged)

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request, Response
 from service import handlers, plots
 from service.audit import bands, report
 from service.audit import paths as audit_paths
-from service.codecs.types import MEDIA_TYPES, Encoded
+from service.codecs.types import Encoded
 from service.encodings import registry
 from service.errors import InvalidParameter
 from service.runtime import QUICK_ELEMENTS, Runtime
@@ -63,7 +63,7 @@ def route(routes: APIRouter, declared: Declared[Any, Any]) -> None:
         response_class=Response,
         responses={
             200: {
-                "content": {"application/json": {}, "image/png": openapi.BINARY},
+                "content": {answers.MEDIA["json"]: {}, answers.MEDIA["png"]: openapi.BINARY},
                 "description": "The audit, JSON ({paths: [...]}) or a PNG.",
             },
             304: openapi.NOT_MODIFIED,
@@ -121,11 +121,11 @@ async def answer(
             found = await runtime.compute(cost.charge, work)
         document = {"family": name, "parameters": described, "reference": REFERENCE, **found}
         if fmt == "json":
-            return {"content-type": MEDIA_TYPES["json"]}, orjson.dumps(document)
+            return {}, orjson.dumps(document)
         picture = await anyio.to_thread.run_sync(
             functools.partial(_picture, document), limiter=runtime.painter
         )
-        return {"content-type": "image/png"}, picture
+        return {}, picture
 
     offer = answers.Offer(FORMATS, query.format)
     plan = answers.Plan(offer, encode, check=check, etag=etag, gzip_from=None)
@@ -166,7 +166,7 @@ def from_document(routes: APIRouter, declared: Declared[Any, Any], spec: FromDoc
         },
         responses={
             200: {
-                "content": {"application/json": {}, "image/png": openapi.BINARY},
+                "content": {answers.MEDIA["json"]: {}, answers.MEDIA["png"]: openapi.BINARY},
                 "description": "The audit, JSON ({paths: [...]}) or a PNG.",
             },
             **openapi.problems_of(400, 406, 413, 415, 422, 501),

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from service import handlers, plots
 from service.audit import compare
 from service.audit import paths as audit_paths
-from service.codecs.types import MEDIA_TYPES, Encoded
+from service.codecs.types import Encoded
 from service.encodings import registry
 from service.encodings.registry import Key
 from service.errors import InvalidInput
@@ -34,7 +34,7 @@ from service.runtime import Runtime
 from service.schemas.hf_config import read_config
 from service.settings import POSITION_CEILING
 from service.web import openapi
-from service.web.answers import Offer, Plan, answer
+from service.web.answers import MEDIA, Offer, Plan, answer
 from service.web.declared import Declared
 from service.web.deps import RuntimeDep
 from service.web.documents import in_table, posted_document, read_fields
@@ -66,8 +66,7 @@ class Comparison(BaseModel):
 # the picture draws at most this many positions, each about a pixel high
 DRAWN_ROWS: Final = 512
 CompareFormat = Literal["json", "png"]
-_OFFERED: Final[dict[CompareFormat, str]] = {"json": MEDIA_TYPES["json"], "png": "image/png"}
-_FORMATS: Final[tuple[CompareFormat, ...]] = tuple(_OFFERED)
+_FORMATS: Final[tuple[CompareFormat, ...]] = ("json", "png")
 # the comparison's own fields, which a table's parameters must not hold (they were ignored)
 _COMPARISON_FIELDS: Final = ("start", "stop", "format")
 
@@ -137,10 +136,9 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             if fmt == "png":
                 positions, step = compare.drawn(start, stop, DRAWN_ROWS)
                 picture = await _picture(runtime, a, b, positions, step, stop)
-                return {"content-type": _OFFERED["png"]}, picture
+                return {}, picture
             found = await _compared(runtime, a, b, start, stop, compare.cost(start, stop))
-            body = orjson.dumps({"start": start, "stop": stop, **found})
-            return {"content-type": _OFFERED["json"]}, body
+            return {}, orjson.dumps({"start": start, "stop": stop, **found})
 
         return await answer(request, runtime, Plan(offer, encode, check=check, gzip_from=None))
 
@@ -162,7 +160,7 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
         },
         responses={
             200: {
-                "content": {"application/json": {}, "image/png": openapi.BINARY},
+                "content": {MEDIA["json"]: {}, MEDIA["png"]: openapi.BINARY},
                 "description": "The comparison, or its difference heatmap.",
             },
             **openapi.problems_of(400, 406, 413, 415, 422, 501),

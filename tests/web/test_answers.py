@@ -125,6 +125,33 @@ def test_a_kept_nothing_answer_is_no_store() -> None:
     assert answer.headers["content-encoding"] == "gzip"  # gzip_from 0: any JSON
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        pytest.param({}, id="untyped"),
+        pytest.param({"content-type": "text/plain"}, id="mistyped"),
+    ],
+)
+def test_the_answer_is_typed_by_its_format_alone(said: dict[str, str]) -> None:
+    async def encode(fmt: str, gzipped: bool) -> Encoded:
+        return {**said, "x-shape": "1"}, b"1"
+
+    async def get(request: Request, format: str | None = None) -> Response:
+        offer: Offer[str] = Offer(("json", "png"), format)
+        return await answers.answer(request, runtime, Plan(offer, encode, gzip_from=None))
+
+    runtime = Runtime(Settings(), Telemetry(lambda: None))
+    app = FastAPI()
+    app.add_api_route("/", get, methods=["GET"], response_class=Response)
+    with in_process(app) as http:
+        for fmt in ("json", "png"):
+            answer = http.get(f"/?format={fmt}")
+            assert answer.headers.get_list("content-type") == [answers.MEDIA[fmt]]
+            # its type before what the encoding says, as a codec's answer lists them
+            names = [name for name, _ in answer.headers.multi_items()]
+            assert names.index("content-type") < names.index("x-shape")
+
+
 def test_a_large_answer_holds_its_permit_until_it_has_been_sent() -> None:
     served = Served(large=True)
     with in_process(served.app) as http:
