@@ -66,6 +66,12 @@ def width(key: Key) -> int:
     return registry.audit(key).width(key)
 
 
+def extent(key: Key, max_len: int) -> int:
+    """How many positions (0 .. extent-1) the audit of ``key``'s table of ``max_len`` rows
+    covers."""
+    return registry.audit(key).extent(key, max_len)
+
+
 def exact(key: Key, positions: NDArray[np.int64]) -> Values:
     """The exact entries at ``positions`` (ALiBi: each head's slope times the distance)."""
     record = registry.audit(key)

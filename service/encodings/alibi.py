@@ -306,6 +306,8 @@ AUDIT: Final[Audit[BiasKey]] = Audit(
     exact_at=exact_magnitudes,
     library_at=bloom_magnitudes,
     largest=lambda key: 0.0,
+    # distances up to the keys': the last key_len - 1, where keys outnumber queries
+    extent=lambda key, max_len: max(max_len, key.key_len),
 )
 # Computed per request: each entry is one product, and a repeat is replayed whole.
 SLOPES: Final = register(

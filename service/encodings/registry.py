@@ -119,7 +119,9 @@ class Audit(Generic[K]):
     integers (``library_at``: positions cast to a narrow float); the largest difference two
     entries can have (``largest``; 0: none, an entry's own magnitude counts); ``angles``
     for entries that are turned pairs; the shared paths that apply (``paths``, none: every
-    one its entries allow) and paths of its own (``own``)."""
+    one its entries allow) and paths of its own (``own``); how many positions an audit of
+    a table of ``max_len`` rows covers (``extent``: its rows, unless the family's entries
+    reach further, as ALiBi's distances reach its keys')."""
 
     exact: Callable[[K], K]
     library: Callable[[K], K]
@@ -131,6 +133,7 @@ class Audit(Generic[K]):
     angles: Angles[K] | None = None
     paths: tuple[str, ...] | None = None
     own: tuple[AuditPath[K], ...] = ()
+    extent: Callable[[K, int], int] = field(default=lambda key, max_len: max_len)
 
 
 def replacing(**changes: Any) -> Callable[[K], K]:

@@ -86,8 +86,8 @@ async def answer(
     with located(asked):
         table = declared.query.model_validate(given)
         key = await declared.key_of(runtime, table)
-    # positions 0 .. max_len-1; ALiBi's: distances, up to its keys'
-    max_len = max(int(table.max_len), int(getattr(table, "key_len", None) or 0))
+    # positions 0 .. max_len-1, or as far as the family's entries reach
+    max_len = audit_paths.extent(key, int(table.max_len))
     limits = runtime.limits
     limits.last_position(max_len - 1 + registry.shift(key), "the last position audited")
     paths = chosen(query.paths, report.names(key))

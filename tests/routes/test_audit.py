@@ -18,6 +18,8 @@ import pytest
 from service import handlers
 from service.app import create_app
 from service.audit import bands, report
+from service.audit import paths as audit_paths
+from service.encodings import alibi, rotary
 from service.runtime import QUICK_ELEMENTS, Runtime
 from service.settings import Settings
 from tests.audit.counting import counting
@@ -225,6 +227,17 @@ def test_alibis_bias_by_distance(http: httpx.Client) -> None:
     assert paths["fp16-table"]["first_over"]["1e-1"] is not None
     assert paths["fp16-table"]["bands"][-1]["max_error"] >= 65504
     assert paths["bf16-positions"]["first_over"]["1e-3"] == 257
+
+
+def test_alibis_audit_reaches_its_keys(http: httpx.Client) -> None:
+    """Its record's extent: distances up to the last key's, past the queries' rows; a
+    family without one is audited over its rows."""
+    assert audit_paths.extent(alibi.BiasKey(4, 16, 64), 16) == 64
+    assert audit_paths.extent(alibi.BiasKey(4, 64, 16), 64) == 64
+    assert audit_paths.extent(rotary.RotaryKey(8), 16) == 16
+    answer = http.get("/v1/audit/alibi?num_heads=4&max_len=16&key_len=64&paths=library")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["paths"][0]["bands"][-1]["stop"] == 64
 
 
 def refuse(*args: Any, **kwargs: Any) -> Any:
