@@ -45,11 +45,13 @@ def widened(bits: Any) -> Any:
 
 @pytest.mark.parametrize("case", list(MARGINS))
 def test_the_bf16_table_is_the_gpus(case: str) -> None:
-    key, tables = key_of(case), np.load(CUDA / f"rope_{case}.npz")
-    positions = tables["positions"].astype(np.int64)
+    key = key_of(case)
+    with np.load(CUDA / f"rope_{case}.npz", allow_pickle=False) as tables:
+        positions = tables["positions"].astype(np.int64)
+        bf16 = [widened(tables["cuda_bf16_cos"]), widened(tables["cuda_bf16_sin"])]
+        agree = tables["cuda_inv_freq"] == tables["cpu_inv_freq"]
     ours = {path.name: path for path in paths.COMMON}["bf16-table"].values(key, positions)
-    theirs = np.concatenate([widened(tables["cuda_bf16_cos"]), widened(tables["cuda_bf16_sin"])], 1)
-    agree = tables["cuda_inv_freq"] == tables["cpu_inv_freq"]
+    theirs = np.concatenate(bf16, 1)
     columns = np.concatenate([agree, agree])
     assert columns.any()  # dynamic: 5 of 64 agree (its base is recomputed on the device)
     assert np.array_equal(ours[:, columns], theirs[:, columns])
@@ -57,10 +59,11 @@ def test_the_bf16_table_is_the_gpus(case: str) -> None:
 
 @pytest.mark.parametrize("case", list(MARGINS))
 def test_every_gpu_entry_is_inside_the_device_envelope(case: str) -> None:
-    key, tables = key_of(case), np.load(CUDA / f"rope_{case}.npz")
-    positions = tables["positions"].astype(np.int64)
+    key = key_of(case)
+    with np.load(CUDA / f"rope_{case}.npz", allow_pickle=False) as tables:
+        positions = tables["positions"].astype(np.int64)
+        gpu = np.concatenate([tables["cuda_cos"], tables["cuda_sin"]], 1).astype(np.float64)
     exact = paths.exact(key, positions)
-    gpu = np.concatenate([tables["cuda_cos"], tables["cuda_sin"]], 1).astype(np.float64)
     bound, _ = envelope.bounds(key, positions)
     ratio = np.abs(gpu - exact) / np.concatenate([bound, bound], 1)
     assert ratio.max() <= MARGINS[case]
