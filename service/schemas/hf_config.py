@@ -99,9 +99,14 @@ class Reader:
 
     def get(self, name: str) -> Any:
         """The field ``name`` (under the class's own name for it, where it has one, as its
-        ``attribute_map`` reads either), type-checked; else the class's default; else None."""
+        ``attribute_map`` reads either), type-checked; else the class's default; else None.
+        A null is the field left out, but where the class refuses it (``ModelType.unset``)."""
         own = name if self.known is None else self.known.names.get(name, name)
         spelled, value = own, self.values.get(own)
+        if value is None and own in self.values and self.known is not None:
+            why = self.known.unset.get(own)
+            if why is not None:
+                raise InvalidInput(self.path + own, f"is null: {why}")
         if value is None and own != name:
             spelled, value = name, self.values.get(name)
         if value is not None:

@@ -33,7 +33,9 @@ class ModelType:
     What its config class gives a config: ``defaults``, by the config's own names, what it
     takes for a field left out; ``names``, its ``attribute_map`` (the common name, as
     ``hidden_size``, to the config's own, as ``n_embd``); ``convention``, how its attention
-    pairs a head's dimensions where that is not ``rotate_half``'s.
+    pairs a head's dimensions where that is not ``rotate_half``'s; ``unset``, the fields its
+    class holds as plain integers, which a config may not set to null (transformers refuses
+    the config), each with why: elsewhere a null is read as the field left out.
 
     Where its layers' kinds come from, where the config lists none (``layer_types``):
     ``pattern``, every ``pattern``-th layer full attention and the others sliding (the
@@ -51,6 +53,7 @@ class ModelType:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     names: Mapping[str, str] = field(default_factory=dict)
     convention: Convention | None = None
+    unset: Mapping[str, str] = field(default_factory=dict)
     pattern: int | None = None
     last_layer: str | None = None
     nope_interval: int | None = None
@@ -143,6 +146,15 @@ MODELS: Final[Mapping[str, ModelType]] = {
             "num_hidden_layers": "n_layer",
         },
         "interleaved",
+        {
+            # GPTJConfig's rotary_dim is an int (a strict field: from_dict refuses None);
+            # GPTJAttention, were it None, would make its table n_embd wide
+            # (pos_embd_dim = rotary_dim or embed_dim) and turn whole heads with it, which
+            # fits a head only when n_head is 1
+            "rotary_dim": "transformers' GPTJConfig refuses it (an integer); without it, "
+            "GPT-J's attention would turn whole heads by a table n_embd wide, which runs with "
+            "one head only: give the dimensions of a head rotated",
+        },
     ),
     "gpt_neox": ModelType(
         # convert_rope_params_to_dict: partial_rotary_factor from rotary_pct, default 0.25

@@ -603,6 +603,38 @@ def test_from_config_reads_configs_as_transformers_does(service: httpx.Client, c
     assert np.all(np.abs(sin - theirs.sin) <= bound)
 
 
+GPTJ: Final = {"model_type": "gptj", "n_embd": 256, "n_head": 4, "n_positions": 512}
+
+
+def test_gpt_j_from_config_is_its_attentions_table(service: httpx.Client) -> None:
+    """GPT-J's config (its own names, a rotary_dim of a quarter head) against the table
+    ``GPTJAttention`` builds from it: ``create_sinusoidal_positions`` over rotary_dim, sin
+    then cos, each pair's angle once (the service's interleaved table repeats it)."""
+    config = {**GPTJ, "rotary_dim": 16}
+    attention = hf("gptj").GPTJAttention(lib("transformers").GPTJConfig(**config))
+    sin, cos = attention.embed_positions.double().numpy().reshape(512, 2, 8).transpose(1, 0, 2)
+    ours_cos, ours_sin = from_config(service, config)
+    assert ours_cos.shape == (512, 16)
+    positions = np.arange(512, dtype=np.float64)[:, None]
+    bound = LIBRARY_BOUND * (1 + positions * np.ones(16))
+    assert np.all(np.abs(ours_cos - np.repeat(cos, 2, axis=1)) <= bound)
+    assert np.all(np.abs(ours_sin - np.repeat(sin, 2, axis=1)) <= bound)
+
+
+def test_gpt_j_refuses_a_null_rotary_dim_as_transformers_does(service: httpx.Client) -> None:
+    """transformers' GPTJConfig holds rotary_dim as a strict int: a config saying null is
+    not loaded (its attention's ``rotary_dim or embed_dim`` would make a table n_embd wide,
+    which fits whole heads only with one head); the service refuses it too, not reading it
+    as the class's 64."""
+    config = {**GPTJ, "rotary_dim": None}
+    refused = lib("huggingface_hub.errors").StrictDataclassFieldValidationError
+    with pytest.raises(refused, match="rotary_dim"):
+        lib("transformers").GPTJConfig.from_dict(config)
+    answer = service.post(PATH + "/from-config", json=config)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["errors"][0]["name"] == "rotary_dim"
+
+
 # ---------------------------------------------------------------------------------------------
 # rounding=exact against the formulas in mpmath
 # ---------------------------------------------------------------------------------------------

@@ -107,6 +107,19 @@ def test_gpt_j_leaves_its_rotary_dim_to_the_class(http: httpx.Client) -> None:
     assert_problem(post(http, narrow, "stop=1"), 422, "rotary_dim", "class's default")
 
 
+@pytest.mark.parametrize("heads", [1, 8])
+def test_gpt_j_refuses_a_null_rotary_dim(http: httpx.Client, heads: int) -> None:
+    """GPTJConfig refuses ``rotary_dim: null`` (a strict int): not its class's 64."""
+    config = {"model_type": "gptj", "n_embd": 1024, "n_head": heads, "rotary_dim": None}
+    problem = assert_problem(post(http, config, "stop=1"), 422, "rotary_dim", "GPTJConfig")
+    assert "one head only" in problem["detail"]
+    # a config of another type reads a null as the field left out: no rotary_dim, whole heads
+    other = {"model_type": "llama", "hidden_size": 1024, "num_attention_heads": 8}
+    answer = post(http, {**other, "rotary_dim": None}, "stop=1&format=json")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["rotary_dim"] == 128
+
+
 @pytest.mark.parametrize(
     ("config", "expected", "defaulted"),
     [
