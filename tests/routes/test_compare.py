@@ -3,6 +3,7 @@ parameters or a config; the figures checked against the two tables' own GETs."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections import Counter
 from collections.abc import Iterator
@@ -19,7 +20,9 @@ from service import plots
 from service.app import create_app
 from service.audit import compare
 from service.encodings.registry import Key
+from service.routes import FAMILIES
 from service.settings import Settings
+from service.web.compare import Comparison
 from tests.support import assert_problem, in_process
 
 JSON = {"content-type": "application/json"}
@@ -267,3 +270,35 @@ def test_a_long_title_fits_the_picture() -> None:
     assert not inked[:, :3].any()
     assert not inked[:, -3:].any()
     assert inked[:, 100:800].any(axis=1).sum() > 300  # the plot keeps most of the height
+
+
+def test_the_body_and_each_tables_query_are_validated_off_the_event_loop(
+    http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body of ``PE_MAX_CONFIG_BYTES`` holds some 87,000 fields a table: validating them
+    takes the event loop for half a second, so it is a worker's."""
+    rotary = next(each for each in FAMILIES if each.family.name == "rotary").query
+    where: list[tuple[str, bool]] = []
+
+    def on_loop() -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    for model in (Comparison, rotary):
+        validate = model.model_validate
+
+        def watched(value: Any, _validate: Any = validate, _name: str = model.__name__) -> Any:
+            where.append((_name, on_loop()))
+            return _validate(value)
+
+        monkeypatch.setattr(model, "model_validate", watched)
+    body = {
+        "a": {"family": "rotary", "parameters": HEAD},
+        "b": {"family": "rotary", "parameters": {**HEAD, "rounding": "exact"}},
+        "stop": 64,
+    }
+    assert post(http, body).status_code == 200
+    assert sorted(where) == sorted([("Comparison", False), *[(rotary.__name__, False)] * 2])
