@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Final
 
 from fastapi import Depends, FastAPI
@@ -15,6 +16,7 @@ from service import __version__, preload
 from service.inference.serving import grpc_serving
 from service.metrics import Telemetry
 from service.middleware.cors import Cors, blanket_headers
+from service.middleware.direct import Direct
 from service.middleware.head import HeadAsGet
 from service.middleware.replay import Replay
 from service.middleware.telemetry import TelemetryMiddleware
@@ -22,6 +24,7 @@ from service.routes import FAMILIES, ROUTERS
 from service.runtime import Runtime
 from service.server import supervision
 from service.server.edge import Edge
+from service.server.pacing import BUFFERED_BYTES
 from service.settings import Settings, from_environment
 from service.web import compare, examples, openapi, problems
 from service.web.declared import Declared
@@ -47,7 +50,9 @@ class ServiceApp(FastAPI):
     routing or validation runs; and ``HEAD`` as ``GET``.
 
     Outside FastAPI's own ``middleware_stack``, not in it: a replayed answer passes no
-    code of the framework's (its ``__call__`` looks at its telemetry on every request)."""
+    code of the framework's (its ``__call__`` looks at its telemetry on every request).
+    And the stack's replayed answers are made by the protocol itself, without ASGI, by the
+    same layers' functions (``edge.direct``: :mod:`service.middleware.direct`)."""
 
     def __init__(self, edge: Edge, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -119,22 +124,26 @@ def create_app(
     problems.install(app)
     for each in routers:
         app.include_router(each)
-    app.outer_middleware_stack = Replay(
-        HeadAsGet(app.outer_middleware_stack), cache=lambda: running[0].cache
+    replay = Replay(
+        HeadAsGet(app.outer_middleware_stack), cache=lambda: running[0].cache if running else None
     )
-    if origins != frozenset():
-        app.outer_middleware_stack = Cors(app.outer_middleware_stack, origins)
+    app.outer_middleware_stack = replay
+    cors = None if origins == frozenset() else Cors(replay, origins)
+    if cors is not None:
+        app.outer_middleware_stack = cors
     # outermost: every answer, replayed or a preflight too, passes it once (no call-backs);
     # a request no route took is labelled by the route its path names, if any
     # the routers' routes and the app's own (/openapi.json), each once, as they are now
     candidates = [*app.router.routes, *(route for each in routers for route in each.routes)]
     routes = list({id(r): r for r in candidates if isinstance(r, Route)}.values())
-    app.outer_middleware_stack = TelemetryMiddleware(
+    app.outer_middleware_stack = outermost = TelemetryMiddleware(
         app.outer_middleware_stack,
         telemetry,
         json_logs=settings.log_format == "json",
         routes=routes,
     )
+    # the stack's replayed answers, for the protocol to make without ASGI
+    app.edge = replace(app.edge, direct=Direct(replay, cors, outermost, BUFFERED_BYTES))
     return app
 
 

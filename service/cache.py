@@ -223,11 +223,12 @@ class Cache:
             with self._lock:
                 self._store(key, _Entry(value, nbytes, None))
 
-    def recall(self, key: Hashable) -> Any:
-        """The value :meth:`remember` kept under ``key``, if it is still there, else None."""
+    def recall(self, key: Hashable, largest: int | None = None) -> Any:
+        """The value :meth:`remember` kept under ``key``, if it is still there (and counted
+        as no more than ``largest`` bytes, if given), else None."""
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None:
+            if entry is None or (largest is not None and entry.nbytes > largest):
                 return None
             self._entries.move_to_end(key)
             self._response_hits += 1

@@ -127,18 +127,24 @@ class Cors:
                 return self._preflight(scope, receive, send, origin, method)
         if self.origins is None:  # the default: the same headers on every answer
             return self.app(scope, receive, _BlanketSend(send))
-        if origin is not None and origin.decode("latin-1").lower() in self.origins:
-            extra = [(b"access-control-allow-origin", origin), _EXPOSE]
-        else:
-            extra = []
 
         async def with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = _varying(message.get("headers", ()))
-                message = {**message, "headers": headers + extra}
+                message = {**message, "headers": self.headers(message.get("headers", ()), origin)}
             await send(message)
 
         return self.app(scope, receive, with_cors)
+
+    def headers(
+        self, headers: Iterable[tuple[bytes, bytes]], origin: bytes | None
+    ) -> list[tuple[bytes, bytes]]:
+        """An answer's ``headers`` with what this layer adds to them for a request from
+        ``origin`` (None for one without an ``Origin``)."""
+        if self.origins is None:
+            return [*headers, *_BLANKET]
+        if origin is not None and origin.decode("latin-1").lower() in self.origins:
+            return [*_varying(headers), (b"access-control-allow-origin", origin), _EXPOSE]
+        return _varying(headers)
 
     def _refusal(self, origin: bytes, method: str, requested: list[str]) -> str | None:
         """Why a preflight is refused, or None."""

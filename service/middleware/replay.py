@@ -25,7 +25,8 @@ from service.web.negotiation import combined, combined_fields
 
 _KEEP_HEADERS: Final = (b"etag", b"cache-control", b"vary")  # what a 304 repeats
 _KEYED: Final = {"accept", "accept-encoding"}
-_READ: Final = {b"accept", b"accept-encoding", b"if-none-match"}
+# the request's headers a replayed answer depends on
+READ: Final = frozenset({b"accept", b"accept-encoding", b"if-none-match"})
 _OVERHEAD_BYTES: Final = 512  # the entry, its key and its header list, roughly
 # longer Accept / Accept-Encoding values are answered but not kept: no client needs them,
 # and each distinct one would keep another copy of an answer under a key as long
@@ -40,6 +41,25 @@ class Replayable:
     body: bytes
     etag: str
     route: SimpleNamespace
+
+    def reply(
+        self, if_none_match: str | None, head: bool
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Status, headers and body of the answer to a request with this
+        ``If-None-Match`` (None if it has none): a 304 with what it repeats, or the
+        answer (for a ``HEAD``, its headers alone)."""
+        if if_none_match is not None and matches(if_none_match, self.etag):
+            return 304, [(k, v) for k, v in self.headers if k in _KEEP_HEADERS], b""
+        return 200, self.headers, b"" if head else self.body
+
+
+def replay_key(path: str, query: bytes, fields: dict[bytes, str]) -> tuple[object, ...] | None:
+    """The key a request's answer is kept under, from its path, query string and
+    :data:`READ` headers; None for one that is not kept (too long a keyed header)."""
+    accept, encoding = fields.get(b"accept"), fields.get(b"accept-encoding")
+    if len(accept or "") > MAX_KEYED_BYTES or len(encoding or "") > MAX_KEYED_BYTES:
+        return None
+    return ("replay", path, query, accept, encoding)
 
 
 def _replayable(message: Message) -> str | None:
@@ -64,7 +84,7 @@ class Replay:
     def __init__(
         self,
         app: ASGIApp,
-        cache: Callable[[], Cache],
+        cache: Callable[[], Cache | None],
         max_body_bytes: int = 8 << 20,
     ) -> None:
         self.app = app
@@ -75,13 +95,12 @@ class Replay:
         if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
             await self.app(scope, receive, send)
             return
-        fields = combined_fields(scope["headers"], _READ)
-        accept, encoding = fields.get(b"accept"), fields.get(b"accept-encoding")
-        if len(accept or "") > MAX_KEYED_BYTES or len(encoding or "") > MAX_KEYED_BYTES:
+        fields = combined_fields(scope["headers"], READ)
+        key = replay_key(scope["path"], scope["query_string"], fields)
+        cache = self.cache()
+        if key is None or cache is None:
             await self.app(scope, receive, send)
             return
-        key = ("replay", scope["path"], scope["query_string"], accept, encoding)
-        cache = self.cache()
         kept = cache.recall(key)
         head = scope["method"] == "HEAD"
         if kept is None:
@@ -91,15 +110,23 @@ class Replay:
                 await self._keep(scope, receive, send, cache, key)
             return
         scope["route"] = kept.route
-        if_none_match = fields.get(b"if-none-match")
-        if if_none_match is not None and matches(if_none_match, kept.etag):
-            headers = [(k, v) for k, v in kept.headers if k in _KEEP_HEADERS]
-            await send({"type": "http.response.start", "status": 304, "headers": headers})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        body = b"" if head else kept.body  # a HEAD's: the headers alone
-        await send({"type": "http.response.start", "status": 200, "headers": kept.headers})
+        status, headers, body = kept.reply(fields.get(b"if-none-match"), head)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    def recall(
+        self, path: str, query: bytes, fields: dict[bytes, str], largest: int
+    ) -> Replayable | None:
+        """What :meth:`__call__` would replay to a ``GET`` of ``path?query`` whose
+        :data:`READ` headers are ``fields``, if it keeps it in no more than ``largest``
+        bytes, else None: for the protocol, which answers it without ASGI
+        (:mod:`service.middleware.direct`)."""
+        key = replay_key(path, query, fields)
+        cache = self.cache()
+        if key is None or cache is None:
+            return None
+        kept: Replayable | None = cache.recall(key, largest)
+        return kept
 
     async def _keep(
         self, scope: Scope, receive: Receive, send: Send, cache: Cache, key: tuple[object, ...]
@@ -136,7 +163,8 @@ class Replay:
         etag: str,
         body: bytes,
     ) -> None:
-        headers = [(bytes(k), bytes(v)) for k, v in start["headers"]]
+        # names in lower case, as the protocol writes them (and a direct answer too)
+        headers = [(bytes(k).lower(), bytes(v)) for k, v in start["headers"]]
         route = SimpleNamespace(path=getattr(scope.get("route"), "path", scope["path"]))
         size = len(body) + sum(len(k) + len(v) for k, v in headers)
         size += sum(len(part) for part in key if isinstance(part, str | bytes)) + _OVERHEAD_BYTES

@@ -1,16 +1,21 @@
 """What the protocol and the pacing take from the app they serve: its settings, the
 process's budget of answers held for slow clients, and the headers every answer carries
 that a refusal written before the app sees a request must carry too (CORS's blanket
-``Access-Control-Allow-Origin: *``). uvicorn builds the protocol from its own configuration,
-so the app's settings reach it only through the app: one source of settings, the app's."""
+``Access-Control-Allow-Origin: *``), and the stack's replayed answers as a function the
+protocol calls (:mod:`service.middleware.direct`). uvicorn builds the protocol from its own
+configuration, so the app's settings reach it only through the app: one source of settings,
+the app's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.limits import Budget
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.middleware.direct import Direct
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +23,8 @@ class Edge:
     settings: Settings
     slow_clients: Budget
     refusal_headers: tuple[tuple[bytes, bytes], ...] = ()
+    # the answers the app's middleware stack would replay, made without ASGI
+    direct: Direct | None = None
 
     @classmethod
     def of(cls, settings: Settings, refusal_headers: tuple[tuple[bytes, bytes], ...]) -> Edge:

@@ -101,7 +101,7 @@ class Pacer:
             await RequestResponseCycle.send(cycle, message)
             self.sent += len(body)
             self.connection.written += len(body)
-            self._watch(cycle)
+            self._watch(cycle.transport, cycle.scope)
             self.finish()  # what an earlier message of it held
             return
         try:
@@ -136,17 +136,24 @@ class Pacer:
         self.sent += size
         self.connection.written += size
         if done:
-            self._watch(cycle)
+            self._watch(cycle.transport, cycle.scope)
         else:
             await self._drain(cycle)
 
-    def _watch(self, cycle: RequestResponseCycle) -> None:
+    def written(self, transport: asyncio.Transport, scope: Any, size: int) -> None:
+        """A whole answer of ``size`` bytes was written at once, outside ASGI (by the
+        protocol: :mod:`service.middleware.direct`); it has its deadline as any other."""
+        self.started = asyncio.get_running_loop().time()
+        self.sent = size
+        self.connection.written += size
+        self._watch(transport, scope)
+
+    def _watch(self, transport: asyncio.Transport, scope: Any) -> None:
         """The answer is written; what the transport still holds of it must be taken by
         its deadline, or the connection is cut off then."""
-        transport = cycle.transport
         if transport.get_write_buffer_size() == 0:
             return
-        end, connection, scope = self.connection.written, self.connection, cycle.scope
+        end, connection = self.connection.written, self.connection
         deadline = self.started + self.grace + self.sent / self.rate
 
         def check() -> None:

@@ -8,7 +8,10 @@ document, sent before more of the request is buffered, and closes the connection
   timeout), else 408: uvicorn would wait for it for ever;
 - a request httptools cannot parse gets a 400 that says what is wrong with it.
 
-Every answer is paced by its client's reading (:mod:`service.server.pacing`). And an answer given
+A request that the app's middleware stack would answer from replay's memory alone is answered
+here as soon as its head is read, by the stack's own functions without ASGI
+(:mod:`service.middleware.direct`). Every answer is paced by its client's reading
+(:mod:`service.server.pacing`). And an answer given
 before its request's body has all arrived (413, the body's 408, a refused parameter) closes
 the connection after it, instead of reading the rest of the body at the client's pace.
 """
@@ -19,11 +22,16 @@ import asyncio
 import weakref
 from collections.abc import Coroutine
 from typing import Any, Final, cast
+from urllib.parse import unquote
 
 import httptools
 import orjson
 from uvicorn._types import ASGISendEvent
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 from service.metrics import REFUSED
 from service.server.edge import edge_of
@@ -73,6 +81,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._body_open = False
         self._dropping = False  # the connection is closing: what arrives is not parsed
         self._refusal: tuple[int, str] | None = None
+        self._direct = False  # the request being read was answered without ASGI
+        self._target = ("", "")  # its method and path
         self._written = BytesWritten()
         self._edge = edge_of(self.app)  # the app's settings, not a second reading
 
@@ -118,6 +128,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Parser callbacks
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._direct = False
+        # an earlier answer made directly armed the keep-alive timer: this request is read
+        self._unset_keepalive_if_required()
         self._head_open = True
         self._head_bytes = self._header_bytes = 0
         if self.cycle is not None:  # a later request's head: its clock starts now
@@ -142,12 +155,74 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_open = False  # the timer, if it fires, finds no head open
         self._body_open = True
+        if self._answered_directly():
+            return
         super().on_headers_complete()
         self._instrument(self.cycle)
 
+    def on_body(self, body: bytes) -> None:
+        if not self._direct:
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
         self._body_open = False
-        super().on_message_complete()
+        if not self._direct:
+            super().on_message_complete()
+
+    def _answered_directly(self) -> bool:
+        """Whether the app's stack answered the request whose head was read as it would
+        replay it, without ASGI (:mod:`service.middleware.direct`), on a connection with
+        nothing else under way; the answer is then complete, as a cycle's would be."""
+        direct = self._edge.direct
+        cycle = self.cycle
+        if (
+            direct is None
+            or (cycle is not None and not cycle.response_complete)
+            or self.pipeline
+            or self.flow.write_paused
+            or self.transport.get_write_buffer_size()
+            or self.parser.get_http_version() != "1.1"
+            or not self.parser.should_keep_alive()
+            or self.parser.should_upgrade()
+        ):
+            return False
+        method = self.parser.get_method()
+        if method != b"GET" and method != b"HEAD":
+            return False
+        try:  # as uvicorn reads the target (a target it cannot read is its to refuse)
+            url = httptools.parse_url(self.url)
+            path = url.path.decode("ascii")
+        except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+            return False
+        if "%" in path:
+            path = unquote(path)
+        self._target = (method.decode(), self.root_path + path)
+        self._direct = direct(
+            *self._target,
+            url.query or b"",
+            self.headers,
+            self.client,
+            self._write_directly,
+        )
+        return self._direct
+
+    def _write_directly(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        """Write a whole answer made without ASGI, paced as any (one write, then its
+        deadline), and end it as a cycle ends its answer."""
+        head = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            head.append(name + b": " + value + b"\r\n")
+        for name, value in headers:
+            head.append(name + b": " + value + b"\r\n")
+        head.append(b"\r\n")
+        self.transport.write(b"".join(head) + body)
+        if self.transport.get_write_buffer_size():
+            method, path = self._target
+            scope = {"method": method, "path": path, "client": self.client}
+            Pacer(self._written, self._edge).written(self.transport, scope, len(body))
+        else:
+            self._written.written += len(body)
+        self.on_response_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
