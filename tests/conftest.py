@@ -77,15 +77,15 @@ def module_live_url() -> Iterator[str]:
         yield url
 
 
-# The in-process counterparts of the three servers: an app of the module's own, started
-# once, as a real server is (its first answers build what every later one uses).
-@pytest.fixture(scope="module")
+# The in-process counterparts of the three servers, each with the scope of its server:
+# started once, as a real server is (its first answers build what every later one uses).
+@pytest.fixture(scope="session")
 def in_process_app() -> Iterator[httpx.BaseTransport]:
     with started(create_app(Settings())) as transport:
         yield transport
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def small_in_process_app() -> Iterator[httpx.BaseTransport]:
     with started(create_app(Settings.model_validate(SMALL_LIMITS))) as transport:
         yield transport

@@ -4,6 +4,7 @@ and the app in process behind a plain ``httpx.Client``."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import io
@@ -98,6 +99,13 @@ def modules_of_a_started_app() -> frozenset[str]:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, check=True
     )
     return frozenset(out.stdout.split())
+
+
+@functools.cache
+def syntax_nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of the syntax tree of the Python source at ``path``, in ``ast.walk``'s
+    order: parsed once a run, as several tests read every source of the service."""
+    return tuple(ast.walk(ast.parse(path.read_text())))
 
 
 def batch(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> NDArray[Any]:
@@ -291,7 +299,13 @@ class _InProcess(httpx.BaseTransport):
 
     def __init__(self, app: FastAPI, portal: anyio.from_thread.BlockingPortal, raise_errors: bool):
         self._asgi = httpx.ASGITransport(app, raise_app_exceptions=raise_errors)
+        self._app = app
         self._portal = portal
+
+    def answering_errors(self) -> _InProcess:
+        """A transport to the same started app on which an unexpected exception is a 500
+        answer, as a real server gives, not the test's error."""
+        return _InProcess(self._app, self._portal, raise_errors=False)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         async def call() -> httpx.Response:
@@ -319,8 +333,12 @@ def started(app: FastAPI, raise_errors: bool = True) -> Iterator[httpx.BaseTrans
         yield _InProcess(app, portal, raise_errors)
 
 
-def client_of(transport: httpx.BaseTransport) -> httpx.Client:
-    """An ``httpx.Client`` over a transport of :func:`started`."""
+def client_of(transport: httpx.BaseTransport, raise_errors: bool = True) -> httpx.Client:
+    """An ``httpx.Client`` over a transport of :func:`started`; without ``raise_errors`` an
+    unexpected exception is a 500 answer, whatever the transport was started with."""
+    if not raise_errors:
+        assert isinstance(transport, _InProcess)
+        transport = transport.answering_errors()
     return httpx.Client(transport=transport, base_url="http://testserver")
 
 

@@ -22,9 +22,8 @@ import orjson
 import pytest
 
 from service import cli
-from service.app import create_app
 from service.settings import Settings
-from tests.support import ROOT, TABLE, in_process, main_in_process
+from tests.support import ROOT, TABLE, client_of, main_in_process
 
 CONFIG = {
     "rope_theta": 500000.0,
@@ -42,8 +41,8 @@ CONFIG = {
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

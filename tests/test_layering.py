@@ -11,7 +11,7 @@ from typing import Final
 
 import pytest
 
-from tests.support import ROOT, modules_of_a_started_app
+from tests.support import ROOT, modules_of_a_started_app, syntax_nodes
 
 WEB = ("fastapi", "starlette", "uvicorn", "httpx", "pydantic", "pydantic_settings", "anyio")
 # The numbers layers, every module of them (a new one is checked without an edit here),
@@ -74,9 +74,8 @@ def test_pure_modules_import_no_web_framework(
 
 def imports_of(path: str) -> set[str]:
     """The ``service`` modules a source file imports."""
-    tree = ast.parse((ROOT / path).read_text())
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in syntax_nodes(ROOT / path):
         if isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
@@ -142,12 +141,10 @@ def test_only_the_server_wing_knows_uvicorns_internals() -> None:
     """uvicorn's private modules (its protocols, its types) are imported in service/server/
     alone; the rest of the service knows uvicorn as a runner at most (__main__)."""
     for path in SOURCES:
-        tree = ast.parse((ROOT / path).read_text())
-        modules = {
-            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-        } | {
+        nodes = syntax_nodes(ROOT / path)
+        modules = {node.module or "" for node in nodes if isinstance(node, ast.ImportFrom)} | {
             alias.name
-            for node in ast.walk(tree)
+            for node in nodes
             if isinstance(node, ast.Import)
             for alias in node.names
         }
@@ -160,8 +157,7 @@ def test_only_the_start_up_reads_the_environments_settings() -> None:
     start-up (python -m service, and create_app's default) and nowhere else."""
     readers = set()
     for path in SOURCES:
-        tree = ast.parse((ROOT / path).read_text())
-        for node in ast.walk(tree):
+        for node in syntax_nodes(ROOT / path):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 called = node.func.id
                 if called == "from_environment" or (

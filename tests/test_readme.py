@@ -36,6 +36,7 @@ from tests.support import (
     in_process,
     read_to_close,
     running,
+    syntax_nodes,
     table_url,
 )
 
@@ -259,7 +260,7 @@ def literal_problems() -> set[tuple[int, str]]:
     ``_ANSWERING`` in ``service/``, and the HTTP protocol's refusals."""
     found = {(status, BLANK) for status in protocol._REASONS}
     for path in sorted((ROOT / "service").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in syntax_nodes(path):
             if not (isinstance(node, ast.Call) and _callee(node) in _ANSWERING):
                 continue
             statuses = [

@@ -17,10 +17,8 @@ import httpx
 import orjson
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
 from service.web.audits import AUDIT_REVISION
-from tests.support import in_process
+from tests.support import client_of
 
 AUDITS: Final = {
     "rotary-llama3": "rotary?max_len=1024&head_dim=8&base=500000&scaling=llama3&factor=8"
@@ -61,8 +59,8 @@ HASHES: Final = {
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

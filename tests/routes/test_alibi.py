@@ -16,7 +16,14 @@ from service.encodings import alibi
 from service.encodings.alibi import Bias
 from service.encodings.registry import DTYPES
 from service.settings import Settings
-from tests.support import NPY, RAW, SMALL_LIMITS, assert_problem, in_process, load, table_url
+from tests.support import (
+    NPY,
+    RAW,
+    assert_problem,
+    client_of,
+    load,
+    table_url,
+)
 
 BIAS = "/v1/biases/alibi"
 SLOPES = BIAS + "/slopes"
@@ -27,14 +34,14 @@ MASKED = (
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
-def small() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings.model_validate(SMALL_LIMITS))) as client:
+def small(small_in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(small_in_process_app) as client:
         yield client
 
 

@@ -16,14 +16,12 @@ import orjson
 import pytest
 
 from service import handlers
-from service.app import create_app
 from service.audit import bands, report
 from service.audit import paths as audit_paths
 from service.encodings import alibi, rotary
 from service.runtime import QUICK_ELEMENTS, Runtime
-from service.settings import Settings
 from tests.audit.counting import counting
-from tests.support import assert_problem, in_process
+from tests.support import assert_problem, client_of
 
 LLAMA = (
     "head_dim=128&base=500000&scaling=llama3&factor=8&low_freq_factor=1&high_freq_factor=4"
@@ -43,8 +41,8 @@ ROTARY_PATHS = [
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

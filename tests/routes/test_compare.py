@@ -17,13 +17,11 @@ from numpy.typing import NDArray
 from PIL import Image
 
 from service import plots
-from service.app import create_app
 from service.audit import compare
 from service.encodings.registry import Key
 from service.routes import FAMILIES
-from service.settings import Settings
 from service.web.compare import Comparison
-from tests.support import assert_problem, in_process
+from tests.support import assert_problem, client_of
 
 JSON = {"content-type": "application/json"}
 HEAD = {"head_dim": 64, "base": 10000}
@@ -31,8 +29,8 @@ values, difference = compare.values, plots.difference
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

@@ -13,11 +13,9 @@ import httpx
 import orjson
 import pytest
 
-from service.app import create_app
 from service.runtime import QUICK_ELEMENTS, Runtime
-from service.settings import Settings
 from service.web import documents
-from tests.support import assert_problem, in_process
+from tests.support import assert_problem, client_of
 
 JSON = {"content-type": "application/json"}
 LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32}
@@ -25,8 +23,8 @@ GEMMA = json.loads((Path(__file__).parents[1] / "data" / "gemma-3-4b-it.config.j
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

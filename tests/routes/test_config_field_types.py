@@ -12,10 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from service.app import create_app
 from service.encodings import scalings
-from service.settings import Settings
-from tests.support import in_process
+from tests.support import client_of
 
 ROTARY = "/v1/encodings/rotary/from-config?max_len=4&format=json"
 TEMPERATURE = "/v1/encodings/temperature/from-config?max_len=4&format=json"
@@ -126,8 +124,8 @@ def cases() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings()), raise_errors=False) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app, raise_errors=False) as client:
         yield client
 
 

@@ -11,9 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
-from tests.support import assert_problem, in_process, npy_bytes
+from tests.support import assert_problem, client_of, npy_bytes
 
 ROTARY = "/v1/encodings/rotary?max_len=16&head_dim=8&format=npz"
 TABLE = "/v1/encodings/sinusoidal?max_len=8&d_model=16&format=npy"
@@ -21,8 +19,8 @@ NPY = {"content-type": "application/x-npy"}
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

@@ -14,9 +14,7 @@ import numpy as np
 import orjson
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
-from tests.support import assert_problem, in_process
+from tests.support import assert_problem, client_of
 
 TEMPERATURE = "/v1/encodings/temperature"
 ROTARY = "/v1/encodings/rotary"
@@ -45,8 +43,8 @@ SCOUT = {
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

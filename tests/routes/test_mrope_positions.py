@@ -13,9 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
-from tests.support import assert_problem, in_process
+from tests.support import assert_problem, client_of
 
 PATH = "/v1/positions/mrope"
 JSON = {"content-type": "application/json"}
@@ -43,8 +41,8 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

@@ -20,7 +20,16 @@ from service.app import create_app
 from service.encodings import presets
 from service.encodings.catalogue import PRESETS
 from service.settings import Settings
-from tests.support import APPLY, HEATMAP, TABLE, assert_problem, in_process, load, npy_bytes
+from tests.support import (
+    APPLY,
+    HEATMAP,
+    TABLE,
+    assert_problem,
+    client_of,
+    in_process,
+    load,
+    npy_bytes,
+)
 
 NPY = {"content-type": "application/x-npy"}
 ROUNDINGS = ("library", "exact")
@@ -59,8 +68,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def http() -> Any:
-    with in_process(create_app(Settings()), raise_errors=False) as client:
+def http(in_process_app: httpx.BaseTransport) -> Any:
+    with client_of(in_process_app, raise_errors=False) as client:
         yield client
 
 

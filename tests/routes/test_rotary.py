@@ -21,7 +21,7 @@ from service.encodings import registry, scalings
 from service.encodings.registry import DTYPES, DType
 from service.encodings.rotary import RotaryKey
 from service.settings import POSITION_CEILING, Settings
-from tests.support import NPY, NPZ, RAW, SMALL_LIMITS, assert_problem, in_process
+from tests.support import NPY, NPZ, RAW, assert_problem, client_of, in_process
 
 ROTARY = "/v1/encodings/rotary"
 FROM_CONFIG = ROTARY + "/from-config"
@@ -31,16 +31,16 @@ Tables = tuple[NDArray[Any], NDArray[Any]]
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
     """The app with default settings, in process; an unexpected error is a 500 answer."""
-    with in_process(create_app(Settings()), raise_errors=False) as client:
+    with client_of(in_process_app, raise_errors=False) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
-def small() -> Iterator[httpx.Client]:
+def small(small_in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
     """The same with small limits (``SMALL_LIMITS``)."""
-    with in_process(create_app(Settings.model_validate(SMALL_LIMITS)), raise_errors=False) as c:
+    with client_of(small_in_process_app, raise_errors=False) as c:
         yield c
 
 

@@ -21,7 +21,16 @@ from service.encodings import registry, scalings
 from service.encodings.registry import Rounding
 from service.encodings.rotary import CONVENTIONS, Convention, RotaryKey
 from service.settings import Settings
-from tests.support import NPY, NPZ, RAW, SMALL_LIMITS, assert_problem, batch, in_process, load
+from tests.support import (
+    NPY,
+    NPZ,
+    RAW,
+    assert_problem,
+    batch,
+    client_of,
+    in_process,
+    load,
+)
 from tests.support import npy_bytes as npy
 from tests.support import npz_bytes as npz
 
@@ -32,9 +41,9 @@ AS_JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
     """The app with default settings, in process; an unexpected error is a 500 answer."""
-    with in_process(create_app(Settings()), raise_errors=False) as client:
+    with client_of(in_process_app, raise_errors=False) as client:
         yield client
 
 
@@ -609,8 +618,8 @@ def test_a_float16_overflow_names_only_what_was_sent(
     assert "attention_factor" in query or "attention_factor:" not in document["detail"]
 
 
-def test_limits() -> None:
-    with in_process(create_app(Settings.model_validate(SMALL_LIMITS))) as client:
+def test_limits(small_in_process_app: httpx.BaseTransport) -> None:
+    with client_of(small_in_process_app) as client:
         body = npy(np.zeros((40, 30), np.float32))
         document = assert_problem(
             client.post(url(format="json"), content=body, headers=AS_NPY), 422

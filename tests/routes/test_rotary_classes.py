@@ -13,9 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
-from tests.support import ROOT, assert_problem, in_process
+from tests.support import ROOT, assert_problem, client_of
 
 ROTARY = "/v1/encodings/rotary"
 JSON = {"content-type": "application/json"}
@@ -27,8 +25,8 @@ GPTJ = {"model_type": "gptj", "n_embd": 4096, "n_head": 16, "rotary_dim": 64, "n
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

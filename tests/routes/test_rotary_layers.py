@@ -17,9 +17,7 @@ import orjson
 import pytest
 import safetensors.numpy
 
-from service.app import create_app
-from service.settings import Settings
-from tests.support import assert_problem, in_process
+from tests.support import assert_problem, client_of
 
 ROTARY = "/v1/encodings/rotary"
 JSON = {"content-type": "application/json"}
@@ -41,8 +39,8 @@ FULL = "max_len=16&head_dim=8&base=1000000&scaling=linear&factor=8"
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

@@ -19,7 +19,7 @@ from service import ids as posted_ids
 from service.app import create_app
 from service.runtime import Runtime
 from service.settings import Settings
-from tests.support import assert_problem, in_process, npy_bytes, npz_bytes
+from tests.support import assert_problem, client_of, in_process, npy_bytes, npz_bytes
 
 ROTARY = "/v1/encodings/rotary"
 TABLE = "max_len=4096&head_dim=16&base=10000"
@@ -28,8 +28,8 @@ JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

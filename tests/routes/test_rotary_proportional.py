@@ -14,16 +14,14 @@ import orjson
 import pytest
 from numpy.typing import NDArray
 
-from service.app import create_app
-from service.settings import Settings
-from tests.support import assert_problem, in_process, load
+from tests.support import assert_problem, client_of, load
 
 ROTARY = "/v1/encodings/rotary"
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

@@ -14,17 +14,15 @@ import httpx
 import numpy as np
 import pytest
 
-from service.app import create_app
 from service.encodings.catalogue import PRESETS
-from service.settings import Settings
-from tests.support import ROOT, in_process, npy_bytes
+from tests.support import ROOT, client_of, npy_bytes
 
 FILLED = {"max_len": 4, "d_model": 8}  # what a person types for the required ones
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

@@ -13,10 +13,8 @@ import httpx
 import numpy as np
 import pytest
 
-from service.app import create_app
 from service.encodings.catalogue import PRESETS
-from service.settings import Settings
-from tests.support import in_process, load
+from tests.support import client_of, load
 
 PINNED = {
     ("vaswani", "exact"): "fd38fa1de867ecaeebeab7fbc0d98b8c9a102c7aadc3bdf13fe14771da449a88",
@@ -25,8 +23,8 @@ PINNED = {
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

@@ -34,7 +34,7 @@ from service.errors import (
 from service.limits import Budget, Reservation, reserving
 from service.settings import Settings
 from service.web.bodies import body_format, raw_layout, read_body
-from tests.support import APPLY, NPY, NPZ, assert_problem, in_process, npy_bytes
+from tests.support import APPLY, NPY, NPZ, assert_problem, client_of, in_process, npy_bytes
 
 LIMIT = Limit(1 << 30, "PE_MAX_BODY_BYTES")
 STALL, LEAVE = "stall", "leave"
@@ -61,8 +61,8 @@ def test_other_media_types_are_415(content_type: str | None) -> None:
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 

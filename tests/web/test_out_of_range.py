@@ -9,17 +9,15 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from service.app import create_app
-from service.settings import Settings
-from tests.support import assert_problem, in_process
+from tests.support import assert_problem, client_of
 
 HUGE = "1" + "0" * 400
 TABLE = '{"family": "rotary", "parameters": {"head_dim": 8}}'
 
 
 @pytest.fixture(scope="module")
-def http() -> Iterator[httpx.Client]:
-    with in_process(create_app(Settings())) as client:
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
         yield client
 
 
