@@ -8,6 +8,7 @@ import ast
 import contextlib
 import functools
 import io
+import json
 import os
 import re
 import signal
@@ -99,6 +100,21 @@ def modules_of_a_started_app() -> frozenset[str]:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, check=True
     )
     return frozenset(out.stdout.split())
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document of the app with default settings (a copy of its own, as JSON
+    reads it back): built once a run, as several tests read it."""
+    document: dict[str, Any] = json.loads(_openapi_text())
+    return document
+
+
+@functools.cache
+def _openapi_text() -> str:
+    from service.app import create_app
+    from service.settings import Settings
+
+    return json.dumps(create_app(Settings()).openapi())
 
 
 @functools.cache

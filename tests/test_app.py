@@ -12,14 +12,14 @@ from service.app import create_app
 from service.encodings import registry, sinusoidal
 from service.encodings.sinusoidal import SinusoidalKey
 from service.settings import Settings
-from tests.support import TABLE, in_process
+from tests.support import TABLE, in_process, openapi_document
 
 
 def test_the_version_is_the_packages() -> None:
     assert __version__ == metadata.version("positional-encoding-service")
     app = create_app(Settings())
     assert app.version == __version__
-    assert app.openapi()["info"]["version"] == __version__
+    assert openapi_document()["info"]["version"] == __version__
 
 
 def test_a_503_readiness_is_a_problem() -> None:

@@ -143,10 +143,7 @@ def test_only_the_server_wing_knows_uvicorns_internals() -> None:
     for path in SOURCES:
         nodes = syntax_nodes(ROOT / path)
         modules = {node.module or "" for node in nodes if isinstance(node, ast.ImportFrom)} | {
-            alias.name
-            for node in nodes
-            if isinstance(node, ast.Import)
-            for alias in node.names
+            alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names
         }
         private = {m for m in modules if m.startswith(("uvicorn.protocols", "uvicorn._types"))}
         assert not private or path.startswith("service/server/"), path

@@ -11,17 +11,16 @@ import numpy as np
 import orjson
 import pytest
 
-from service.app import create_app
 from service.encodings import alibi
 from service.encodings.alibi import Bias
 from service.encodings.registry import DTYPES
-from service.settings import Settings
 from tests.support import (
     NPY,
     RAW,
     assert_problem,
     client_of,
     load,
+    openapi_document,
     table_url,
 )
 
@@ -344,7 +343,7 @@ def test_unacceptable_is_406(http: httpx.Client) -> None:
 
 
 def test_the_operations_are_documented() -> None:
-    spec = create_app(Settings()).openapi()
+    spec = openapi_document()
     slopes, bias = spec["paths"][SLOPES]["get"], spec["paths"][BIAS]["get"]
     assert (slopes["operationId"], bias["operationId"]) == ("getAlibiSlopes", "getAlibiBias")
     for op in (slopes, bias):

@@ -29,6 +29,7 @@ from tests.support import (
     load,
     npy_bytes,
     npz_bytes,
+    openapi_document,
     table_url,
 )
 
@@ -289,7 +290,7 @@ def test_a_safetensors_body_past_the_limit_is_413(small_api: httpx.Client) -> No
 
 
 def test_the_contract_lists_safetensors() -> None:
-    spec = create_app(Settings()).openapi()
+    spec = openapi_document()
     for path in (TABLE, ROTARY, ALIBI, ALIBI + "/slopes"):
         assert SAFETENSORS in spec["paths"][path]["get"]["responses"]["200"]["content"]
     for path in (APPLY, ROTARY + "/apply"):

@@ -34,7 +34,16 @@ from service.errors import (
 from service.limits import Budget, Reservation, reserving
 from service.settings import Settings
 from service.web.bodies import body_format, raw_layout, read_body
-from tests.support import APPLY, NPY, NPZ, assert_problem, client_of, in_process, npy_bytes
+from tests.support import (
+    APPLY,
+    NPY,
+    NPZ,
+    assert_problem,
+    client_of,
+    in_process,
+    npy_bytes,
+    openapi_document,
+)
 
 LIMIT = Limit(1 << 30, "PE_MAX_BODY_BYTES")
 STALL, LEAVE = "stall", "leave"
@@ -68,7 +77,7 @@ def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
 
 def _posts() -> list[Any]:
     """Every v1 POST and the media types its contract says it takes."""
-    spec = create_app(Settings()).openapi()
+    spec = openapi_document()
     return [
         pytest.param(path, list(item["post"]["requestBody"]["content"]), id=path)
         for path, item in spec["paths"].items()
