@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import mpmath
@@ -21,6 +22,8 @@ ROBOT = np.array(
 )
 
 
+# kept for the run: the tests ask the same entries in each dtype, format and rounding
+@functools.cache
 def entry(
     pos: int, column: int, d_model: int, base: float, layout: str = "interleaved"
 ) -> mpmath.mpf:

@@ -5,6 +5,7 @@ bias blocks in their three forms, masked, offset and sliced."""
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -19,6 +20,8 @@ from service.encodings.registry import DTYPES, DType
 _CONTEXT = decimal.Context(prec=60)
 
 
+# kept for the run: each head's slope is asked in every dtype and head count
+@functools.cache
 def true_slope(k: int, c: int) -> Fraction:
     """``2^(-8k/c)`` to 60 digits."""
     exponent = _CONTEXT.divide(decimal.Decimal(-8 * k), decimal.Decimal(c))

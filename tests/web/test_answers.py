@@ -15,7 +15,6 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request, Response
 
-from service.app import create_app
 from service.codecs.types import Encoded, Format
 from service.errors import ClientGone, LimitExceeded, NotAcceptable
 from service.metrics import Telemetry
@@ -23,7 +22,7 @@ from service.runtime import Runtime
 from service.settings import Settings
 from service.web import answers
 from service.web.answers import Offer, Plan
-from tests.support import ROOT, in_process
+from tests.support import ROOT, client_of, in_process
 
 JSON_BODY = b'{"data": [' + b"1.0, " * 99 + b"1.0]}"
 
@@ -197,7 +196,7 @@ ARRAYS: Final = sorted(
 
 @pytest.mark.parametrize(("method", "path"), ARRAYS)
 def test_every_endpoint_that_answers_arrays_is_the_one_answers(
-    monkeypatch: pytest.MonkeyPatch, method: str, path: str
+    monkeypatch: pytest.MonkeyPatch, own_in_process_app: httpx.BaseTransport, method: str, path: str
 ) -> None:
     """Each operation the document says answers arrays or a picture (tables, apply, rows at
     ids, per-layer tables, audits, compare, M-RoPE ids, pictures, inference) is answered
@@ -217,7 +216,8 @@ def test_every_endpoint_that_answers_arrays_is_the_one_answers(
         if parameter.get("required") and parameter["in"] == "query"
     }
     target = path.replace("{name}", "sinusoidal").replace("{version}", "1")
-    with in_process(create_app(Settings())) as http:
+    # the module's own app: no other test has asked these, so none is replayed
+    with client_of(own_in_process_app) as http:
         if method == "get":
             answer = http.get(target, params=query)
         else:
