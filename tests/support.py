@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -83,6 +83,32 @@ def examples(count: int) -> int:
     """A property's example count: ``count`` in the full run, a tenth of it (at least 10)
     in the inner loop, which is run often and must stay short."""
     return max(10, count // 10) if Loop.inner else count
+
+
+def sample(cases: Iterable[Any], every: int) -> list[Any]:
+    """The cases of a large matrix whose cases are alike: the inner loop runs every
+    ``every``-th of those it would run (the first among them), the full run all, the rest
+    being marked ``slow``. A case is a value, a tuple of the values of several arguments,
+    or a ``pytest.param``."""
+    import pytest  # only where tests are collected: bench/ and docs/ import this module too
+    from _pytest.mark.structures import ParameterSet
+
+    sampled: list[Any] = []
+    kept = 0
+    for case in cases:
+        if isinstance(case, ParameterSet) and any(m.name == "slow" for m in case.marks):
+            sampled.append(case)  # the full run's already
+            continue
+        if kept % every == 0:
+            sampled.append(case)
+        elif isinstance(case, ParameterSet):
+            marks = [*case.marks, pytest.mark.slow]
+            sampled.append(pytest.param(*case.values, marks=marks, id=case.id))
+        else:
+            values = case if isinstance(case, tuple) else (case,)
+            sampled.append(pytest.param(*values, marks=pytest.mark.slow))
+        kept += 1
+    return sampled
 
 
 @functools.cache

@@ -15,6 +15,7 @@ from service.encodings import _exact, registry
 from service.encodings.sinusoidal import LAYOUTS, Layout, SinusoidalKey
 from service.settings import POSITION_CEILING
 from tests import oracle
+from tests.support import sample
 
 # Every float64 entry is within this of the true value: 4 x 2^-53, two ulps of 1. It is
 # absolute (an entry near 0 is off by many of its own ulps): angle addition sums two
@@ -45,15 +46,18 @@ def test_frequencies_of_any_count(count: int) -> None:
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize(
     ("d_model", "base"),
-    [
-        pytest.param(4, 10000.0, id="4"),
-        pytest.param(64, 10000.0, id="64"),
-        pytest.param(512, 10000.0, id="512"),
-        pytest.param(1023, 10000.0, id="1023-odd"),
-        pytest.param(40000, 10000.0, id="40000-unblocked"),  # too wide for angle addition
-        pytest.param(64, 100.0, id="64-base100"),
-        pytest.param(7, 500000.0, id="7-base5e5"),
-    ],
+    sample(
+        [
+            pytest.param(4, 10000.0, id="4"),
+            pytest.param(64, 10000.0, id="64"),
+            pytest.param(512, 10000.0, id="512"),
+            pytest.param(1023, 10000.0, id="1023-odd"),
+            pytest.param(40000, 10000.0, id="40000-unblocked"),  # too wide for angle addition
+            pytest.param(64, 100.0, id="64-base100"),
+            pytest.param(7, 500000.0, id="7-base5e5"),
+        ],
+        2,
+    ),
 )
 @pytest.mark.parametrize("near", FAR.values(), ids=FAR.keys())
 def test_accuracy_at_far_positions(near: int, d_model: int, base: float, layout: Layout) -> None:

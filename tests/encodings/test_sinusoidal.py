@@ -11,6 +11,7 @@ from service.encodings.registry import DTYPES, DType
 from service.encodings.sinusoidal import LAYOUTS, Layout, SinusoidalKey, similarity
 from service.errors import InvalidParameter
 from tests import oracle
+from tests.support import sample
 
 
 def encoding(
@@ -36,15 +37,18 @@ def test_the_seeds_worked_example() -> None:
 
 @pytest.mark.parametrize(
     ("max_len", "d_model", "base"),
-    [
-        pytest.param(1, 1, 10000.0, id="1x1"),
-        pytest.param(50, 4, 100.0, id="50x4-base100"),
-        pytest.param(40, 5, 10000.0, id="40x5-odd"),
-        pytest.param(30, 33, 10000.0, id="30x33-odd"),
-        pytest.param(20, 64, 10000.0, id="20x64"),
-        pytest.param(10, 7, 1.0001, id="base-near-1"),
-        pytest.param(10, 9, 1e12, id="base-1e12"),
-    ],
+    sample(
+        [
+            pytest.param(1, 1, 10000.0, id="1x1"),
+            pytest.param(50, 4, 100.0, id="50x4-base100"),
+            pytest.param(40, 5, 10000.0, id="40x5-odd"),
+            pytest.param(30, 33, 10000.0, id="30x33-odd"),
+            pytest.param(20, 64, 10000.0, id="20x64"),
+            pytest.param(10, 7, 1.0001, id="base-near-1"),
+            pytest.param(10, 9, 1e12, id="base-1e12"),
+        ],
+        2,
+    ),
 )
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
