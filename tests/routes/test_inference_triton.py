@@ -13,7 +13,17 @@ import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from tests.support import APPLY, DATATYPES, ROTARY_APPLY, TABLE, WAIT, load, npy_bytes, npz_bytes
+from tests.support import (
+    APPLY,
+    DATATYPES,
+    ROTARY_APPLY,
+    TABLE,
+    WAIT,
+    load,
+    npy_bytes,
+    npz_bytes,
+    sample,
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +74,7 @@ def test_model_metadata_names_the_contract(server: triton.InferenceServerClient)
         assert name in applied["parameters"]["request"]
 
 
-@pytest.mark.parametrize("binary_in", [True, False])
+@pytest.mark.parametrize("binary_in", sample([True, False], 2))
 @pytest.mark.parametrize("binary_out", [True, False])
 @pytest.mark.parametrize(("datatype", "dtype"), [("INT64", np.int64), ("INT32", np.int32)])
 def test_sinusoidal_rows_at_positions_equal_the_table(
