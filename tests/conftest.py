@@ -7,6 +7,7 @@ at a fraction of the cost. Each starts only the server or app its variant needs.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import re
 from collections.abc import Callable, Iterator
@@ -27,6 +28,14 @@ _SLOW_MODULE = re.compile(r"^pytestmark = .*\bpytest\.mark\.slow\b", re.MULTILIN
 
 def pytest_configure(config: pytest.Config) -> None:
     Loop.inner = _leaves_out_slow(config)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built (modules, test items, their parameters: half a million
+    objects) lives as long as the run: frozen, it is no longer traversed by each full
+    garbage collection, which took some 5 % of the inner loop's CPU."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
