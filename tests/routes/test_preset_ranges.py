@@ -29,6 +29,7 @@ from tests.support import (
     in_process,
     load,
     npy_bytes,
+    sample,
 )
 
 NPY = {"content-type": "application/x-npy"}
@@ -144,10 +145,14 @@ def test_apply_and_the_inference_protocol_at_the_extremes(
         assert all(math.isfinite(v) for v in infer.json()["outputs"][0]["data"])
 
 
-@pytest.mark.parametrize("preset", list(PRESETS))
-# the inner loop takes the degenerate widths (no sine column; an odd one), each preset at
-# width 1 rounded as its library rounds and at width 3 exactly; an even width is what every
-# other test asks, so width 2, and the other rounding of each, are left to the full run
+# tensor2tensor first, in every sample: its width 1 divided by zero once
+@pytest.mark.parametrize(
+    "preset", sample(["tensor2tensor", *(name for name in PRESETS if name != "tensor2tensor")], 2)
+)
+# the inner loop takes every other preset (sample), and the degenerate widths (no sine
+# column; an odd one): each at width 1 rounded as its library rounds and at width 3
+# exactly; an even width is what every other test asks, so width 2, and the other rounding
+# of each, are left to the full run
 @pytest.mark.parametrize(
     ("rounding", "d_model"),
     [
