@@ -14,6 +14,8 @@ import typing
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from service.encodings import parameters
 from service.encodings.catalogue import PARAMETERS, PRESETS, taking
 from service.schemas.presets import PRESET_PARAMETERS, PresetFields, PresetName
@@ -102,6 +104,7 @@ NEW_PRESET = """
 """
 
 
+@pytest.mark.slow  # a fresh interpreter, for a catalogue of its own: the full run's
 def test_a_new_preset_is_one_catalogue_entry() -> None:
     out = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(NEW_PRESET)],

@@ -119,11 +119,12 @@ def javac() -> str:
     return str(Path(found).resolve())
 
 
-# a toolchain's start, the full run's (bash .ci/run, with SNIPPETS_REQUIRED); the fast loop
-# runs the Python client's snippet and the plain fetch one under Node
+# a toolchain's start and a real server, the full run's (bash .ci/run, with
+# SNIPPETS_REQUIRED)
 TOOLCHAIN = pytest.mark.slow
 
 
+@TOOLCHAIN
 def test_the_python_clients_snippet(live_url: str) -> None:
     (snippet,) = snippets("Python", "python")
     output = run([sys.executable, "-c", pointed(snippet, live_url)])
@@ -144,6 +145,7 @@ def test_the_javascript_clients_snippet_under_node(live_url: str, tmp_path: Path
     assert "422 PE_MAX_ELEMENTS" in output
 
 
+@TOOLCHAIN
 def test_the_plain_fetch_snippet_under_node(live_url: str, tmp_path: Path) -> None:
     (snippet,) = snippets("Other languages", "javascript")
     (tmp_path / "snippet.mjs").write_text(pointed(snippet, live_url))

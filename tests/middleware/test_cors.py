@@ -290,6 +290,8 @@ def test_the_exposed_headers_are_those_clients_read() -> None:
     assert {name.lower() for name in EXPOSED_HEADERS} >= NEEDED
 
 
+# a real server's: the full run's (in process: test_protocol's refusals carry CORS too)
+@pytest.mark.slow
 def test_a_request_refused_before_the_app_is_readable_too(live_url: str) -> None:
     """The HTTP protocol's own problems (a target too long: 414) carry CORS too."""
     host, port = live_url.removeprefix("http://").split(":")

@@ -282,7 +282,10 @@ def _exchange(sock: socket.socket, request: bytes) -> tuple[str, bytes]:
 
 # the 16 MiB table on the wire is the full run's; test_a_large_answer_has_no_body_either
 # checks it in process in the fast loop
-@pytest.mark.parametrize("max_len", [8, pytest.param(4096, marks=pytest.mark.slow)])
+# a real server's: the full run's (in process: tests/server/test_direct.py sends a HEAD and
+# a GET on one connection of the protocol; test_a_large_answer_has_no_body_either, 16 MiB)
+@pytest.mark.slow
+@pytest.mark.parametrize("max_len", [8, 4096])
 def test_a_head_sends_no_body_and_keeps_the_connection(live_url: str, max_len: int) -> None:
     """On the wire: the HEAD's head alone, then a GET on the same connection is answered
     whole (a small table, replayed; a 16 MiB one, sent in pieces)."""
@@ -305,6 +308,7 @@ def test_a_head_sends_no_body_and_keeps_the_connection(live_url: str, max_len: i
                 assert len(rest) == length
 
 
+@pytest.mark.slow  # curl and a real server: the full run's
 def test_curl_head(live_url: str) -> None:
     """``curl -I``: the status line and headers of the table, and nothing else."""
     curl = shutil.which("curl")

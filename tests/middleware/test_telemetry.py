@@ -168,6 +168,7 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return records
 
 
+@pytest.mark.slow  # a process's log: the full run's
 def test_python_warnings_are_log_records() -> None:
     """With PE_LOG_FORMAT=json a warning (numpy's RuntimeWarning on an overflowing cast, a
     UserWarning) is one JSON record of the py.warnings logger, as is any other library's

@@ -319,6 +319,7 @@ def test_without_a_grpc_port_nothing_more_listens() -> None:
         assert listening_ports(process.pid) == {int(url.rsplit(":", 1)[1])}
 
 
+@pytest.mark.slow  # a started process's modules: the full run's
 def test_without_a_grpc_port_grpc_is_not_even_imported() -> None:
     """The app starts without the extra: gRPC is imported only for PE_GRPC_PORT."""
     loaded = modules_of_a_started_app()
@@ -327,6 +328,7 @@ def test_without_a_grpc_port_grpc_is_not_even_imported() -> None:
     assert "service.inference.grpc" not in loaded
 
 
+@pytest.mark.slow  # a fresh interpreter: the full run's
 def test_the_grpc_wire_imports_no_web_framework() -> None:
     code = "import sys, service.inference.grpc_wire; print(' '.join(sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

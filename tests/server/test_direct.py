@@ -21,6 +21,7 @@ from service.app import create_app
 from service.server.protocol import BoundedHttpToolsProtocol
 from service.settings import Settings
 from tests.server.test_protocol import Transport
+from tests.support import sample
 
 SLICE = "/v1/encodings/sinusoidal?max_len=64&d_model=16&stop=8&format=npy"
 JSON = "/v1/encodings/rotary?max_len=32&head_dim=8&format=json"
@@ -112,15 +113,18 @@ def logged(log: str) -> list[str]:
 
 @pytest.mark.parametrize(
     ("origins", "fields"),
-    [
-        pytest.param("*", (), id="npy"),
-        pytest.param("*", ("Accept: application/json", "Accept-Encoding: gzip"), id="gzip"),
-        pytest.param("*", ("Accept: application/json", "Accept: text/plain;q=0.5"), id="twice"),
-        pytest.param("https://a.example", ("Origin: https://a.example",), id="allowed-origin"),
-        pytest.param("https://a.example", ("Origin: https://b.example",), id="other-origin"),
-        pytest.param("https://a.example", (), id="listed-origins"),
-        pytest.param("", (), id="no-cors"),
-    ],
+    sample(
+        [
+            pytest.param("*", (), id="npy"),
+            pytest.param("*", ("Accept: application/json", "Accept: text/plain;q=0.5"), id="twice"),
+            pytest.param("*", ("Accept: application/json", "Accept-Encoding: gzip"), id="gzip"),
+            pytest.param("https://a.example", ("Origin: https://b.example",), id="other-origin"),
+            pytest.param("https://a.example", ("Origin: https://a.example",), id="allowed-origin"),
+            pytest.param("https://a.example", (), id="listed-origins"),
+            pytest.param("", (), id="no-cors"),
+        ],
+        2,
+    ),
 )
 def test_a_replayed_answer_made_directly_is_the_stacks(
     origins: str, fields: tuple[str, ...]
@@ -153,14 +157,17 @@ def test_a_replayed_answer_made_directly_is_the_stacks(
 
 @pytest.mark.parametrize(
     "again",
-    [
-        pytest.param(request(SLICE, "Connection: close"), id="connection-close"),
-        pytest.param(request(SLICE, version="1.0"), id="http-1.0"),
-        pytest.param(request(SLICE, "Content-Length: 2") + b"ab", id="a-body"),
-        pytest.param(request(SLICE, "X-Forwarded-For: 10.1.2.3"), id="forwarded"),
-        pytest.param(request(SLICE, "Expect: 100-continue"), id="expect"),
-        pytest.param(request(SLICE, "Accept: " + "a/b, " * 200), id="unkept-accept"),
-    ],
+    sample(
+        [
+            pytest.param(request(SLICE, "Connection: close"), id="connection-close"),
+            pytest.param(request(SLICE, version="1.0"), id="http-1.0"),
+            pytest.param(request(SLICE, "Content-Length: 2") + b"ab", id="a-body"),
+            pytest.param(request(SLICE, "X-Forwarded-For: 10.1.2.3"), id="forwarded"),
+            pytest.param(request(SLICE, "Expect: 100-continue"), id="expect"),
+            pytest.param(request(SLICE, "Accept: " + "a/b, " * 200), id="unkept-accept"),
+        ],
+        2,
+    ),
 )
 def test_what_replay_does_not_answer_alone_takes_the_stack(again: bytes) -> None:
     exchanges = [request(SLICE), again]

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 from uvicorn.config import Config
+from uvicorn.lifespan.on import LifespanOn
 from uvicorn.server import ServerState
 
 from service.app import create_app
@@ -59,19 +60,33 @@ class Transport(asyncio.Transport):
 
 
 def answer(
-    settings: Settings, *chunks: bytes, wait: float = 0.0
+    settings: Settings, *chunks: bytes, wait: float = 0.0, running: bool = False
 ) -> tuple[int, dict[str, str], Any]:
-    """What the protocol writes for ``chunks`` received: status, headers, body's JSON."""
+    """What the protocol writes for ``chunks`` received: status, headers, body's JSON; with
+    the app's lifespan ``running``, for an answer of the app's."""
 
     async def main() -> Transport:
         config = Config(app=create_app(settings), http=BoundedHttpToolsProtocol, log_config=None)
-        protocol = BoundedHttpToolsProtocol(config=config, server_state=ServerState(), app_state={})
+        config.load()
+        lifespan = LifespanOn(config)
+        if running:
+            await lifespan.startup()
+        state = lifespan.state if running else {}
+        protocol = BoundedHttpToolsProtocol(
+            config=config, server_state=ServerState(), app_state=state
+        )
         transport = Transport()
         protocol.connection_made(transport)
         for chunk in chunks:
             protocol.data_received(chunk)
         await asyncio.sleep(wait)
+        for _ in range(100_000):  # turns of the loop, not a time: until the app has answered
+            if transport.written or not running:
+                break
+            await asyncio.sleep(0)
         protocol.connection_lost(None)
+        if running:
+            await lifespan.shutdown()
         return transport
 
     written = bytes(asyncio.run(main()).written)
@@ -165,3 +180,18 @@ def test_each_head_has_its_own_deadline_on_one_timer() -> None:
     early, late = asyncio.run(main())
     assert b" 408 " not in early
     assert b"HTTP/1.1 408 " in late
+
+
+def test_an_oversized_body_is_refused_before_it_is_read() -> None:
+    """A ``Content-Length`` past ``PE_MAX_BODY_BYTES`` is answered 413 at once, with the
+    connection closed after it, while the body is still coming."""
+    head = (
+        b"POST /v1/encodings/sinusoidal/apply HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/x-npy\r\nContent-Length: 5000000\r\n\r\n"
+    )
+    code, headers, document = answer(
+        Settings(max_body_bytes=100_000), head, b"\0" * 65536, running=True
+    )
+    assert code == 413
+    assert "PE_MAX_BODY_BYTES" in document["detail"]
+    assert headers["connection"] == "close"

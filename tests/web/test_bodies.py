@@ -226,6 +226,9 @@ def _exchange(url: str, head: bytes, chunks: list[bytes]) -> tuple[bytes, int]:
 NPY_HEADER = "Content-Type: application/x-npy\r\n"
 
 
+# a real server's: the full run's (in process: test_protocol's
+# test_an_oversized_body_is_refused_before_it_is_read)
+@pytest.mark.slow
 def test_an_oversized_content_length_is_refused_before_the_body(small_live_url: str) -> None:
     head = f"POST {APPLY} HTTP/1.1\r\nHost: x\r\n{NPY_HEADER}Content-Length: 5000000\r\n\r\n"
     answer, sent = _exchange(small_live_url, head.encode(), [b"\0" * 65536] * 76)
@@ -234,6 +237,7 @@ def test_an_oversized_content_length_is_refused_before_the_body(small_live_url: 
     assert sent < 5_000_000  # answered before the body was sent
 
 
+@pytest.mark.slow
 def test_a_chunked_body_is_cut_off_at_the_limit(small_live_url: str) -> None:
     head = f"POST {APPLY} HTTP/1.1\r\nHost: x\r\n{NPY_HEADER}Transfer-Encoding: chunked\r\n\r\n"
     chunk = b"4000\r\n" + b"\0" * 0x4000 + b"\r\n"  # 16 KiB a chunk, 300 of them: 4.9 MB
