@@ -127,6 +127,7 @@ def test_the_lower_layers_import_nothing_above_them(path: str) -> None:
         assert imports_of(path) <= {"service.arrays", "service.arrays.POSITION_CEILING"}
 
 
+@pytest.mark.slow  # a started process's modules: the full run's
 def test_matplotlib_is_loaded_only_for_the_first_picture() -> None:
     """The service starts (and stays small) without importing the plotting library."""
     loaded = modules_of_a_started_app()
