@@ -157,6 +157,7 @@ def test_a_config_json_cannot_say_is_refused() -> None:
         write_config({"rope_theta": float("inf")})
 
 
+@pytest.mark.slow  # a fresh interpreter: the full run's
 def test_it_imports_nothing_from_the_service() -> None:
     check = (
         "import sys; import posenc_client; "
