@@ -40,6 +40,10 @@ from service.text import printable, shown
 
 MAX_TARGET_BYTES: Final = 8 << 10
 MAX_HEAD_BYTES: Final = 32 << 10
+# requests of one read answered without ASGI at most: the rest of a read of many pipelined
+# requests goes through the stack, which takes turns with other connections (a read of 64 KiB
+# holds some thousand small requests, tens of milliseconds of the event loop)
+DIRECT_IN_A_READ: Final = 16
 # after an early answer, how long the rest of a body is read and dropped (so that a client
 # still sending sees the answer, not a reset) before the connection is closed
 LINGER_SECONDS: Final = 2.0
@@ -82,6 +86,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._dropping = False  # the connection is closing: what arrives is not parsed
         self._refusal: tuple[int, str] | None = None
         self._direct = False  # the request being read was answered without ASGI
+        self._direct_in_read = 0  # how many requests of the last read were
         self._target = ("", "")  # its method and path
         self._written = BytesWritten()
         self._edge = edge_of(self.app)  # the app's settings, not a second reading
@@ -99,6 +104,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._dropping:
             return
+        self._direct_in_read = 0
         if self._head_open and self._head_bytes > MAX_HEAD_BYTES:
             self._refuse(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
             return
@@ -177,6 +183,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if (
             direct is None
+            or self._direct_in_read >= DIRECT_IN_A_READ
             or (cycle is not None and not cycle.response_complete)
             or self.pipeline
             or self.flow.write_paused
@@ -204,6 +211,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.client,
             self._write_directly,
         )
+        self._direct_in_read += self._direct
         return self._direct
 
     def _write_directly(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:

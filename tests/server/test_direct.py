@@ -18,7 +18,7 @@ from uvicorn.lifespan.on import LifespanOn
 from uvicorn.server import ServerState
 
 from service.app import create_app
-from service.server.protocol import BoundedHttpToolsProtocol
+from service.server.protocol import DIRECT_IN_A_READ, BoundedHttpToolsProtocol
 from service.settings import Settings
 from tests.server.test_protocol import Transport
 from tests.support import sample
@@ -246,3 +246,35 @@ def test_a_direct_answer_its_client_does_not_read_is_cut_off_at_its_deadline(
 
     assert asyncio.run(main()).aborted
     assert "it read slower than PE_MIN_READ_RATE" in caplog.text
+
+
+def test_a_read_of_many_pipelined_requests_is_answered_in_turns() -> None:
+    """At most DIRECT_IN_A_READ requests of one read are answered without ASGI, however many
+    it holds: the rest take the stack's turns (and its pause of the reading), in order."""
+    many = DIRECT_IN_A_READ * 3
+
+    async def main() -> tuple[bytes, bytes, int]:
+        app = create_app(Settings())
+        config = Config(app=app, http=BoundedHttpToolsProtocol, log_config=None)
+        config.load()
+        lifespan = LifespanOn(config)
+        await lifespan.startup()
+        try:
+            connection = Connection(config, lifespan.state)
+            kept, _ = await connection.exchange(request(SLICE))
+            direct = []
+            write = connection.protocol._write_directly
+
+            def counted(*args: Any) -> None:
+                direct.append(args)
+                write(*args)
+
+            connection.protocol._write_directly = counted  # type: ignore[method-assign]
+            answers, _ = await connection.exchange(request(SLICE) * many, answers=many)
+            return kept, answers, len(direct)
+        finally:
+            await lifespan.shutdown()
+
+    kept, answers, direct = asyncio.run(main())
+    assert answers == kept * many
+    assert direct == DIRECT_IN_A_READ
