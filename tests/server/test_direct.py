@@ -269,7 +269,7 @@ def test_a_read_of_many_pipelined_requests_is_answered_in_turns() -> None:
                 direct.append(args)
                 write(*args)
 
-            connection.protocol._write_directly = counted  # type: ignore[method-assign]
+            connection.protocol._write_directly = counted  # type: ignore[method-assign,assignment]
             answers, _ = await connection.exchange(request(SLICE) * many, answers=many)
             return kept, answers, len(direct)
         finally:
