@@ -14,7 +14,13 @@ writes it (:mod:`service.server.protocol`).
 Only what replay would answer from its memory, alone, is answered here; the protocol sends
 the rest through the stack (a request that has a body, ``Expect``, a proxy's
 ``X-Forwarded-*`` fields that the server reads into the client's address, one that is not
-kept-alive HTTP/1.1, one behind an answer still being sent, an answer larger than one write).
+kept-alive HTTP/1.1, one behind an answer still being sent, an answer larger than one write
+or not framed by its ``Content-Length`` alone).
+
+One difference is kept: a request answered here is answered before the next request of the
+same read is parsed, so where that one is malformed (a 400, 414 or 431 that closes the
+connection), the client gets both answers; the stack, whose answer would still be under
+way, drops the first for the refusal.
 """
 
 from __future__ import annotations
@@ -81,7 +87,7 @@ class Direct:
         # each field combined as negotiation and replay read it
         fields = {name: b", ".join(values).decode("latin-1") for name, values in found.items()}
         kept = self.replay.recall(path, query, fields, self.largest)
-        if kept is None:
+        if kept is None or not kept.framed:
             return False
         status, answer, body = kept.reply(fields.get(b"if-none-match"), method == "HEAD")
         if self.cors is not None:

@@ -41,6 +41,9 @@ class Replayable:
     body: bytes
     etag: str
     route: SimpleNamespace
+    # framed by its Content-Length alone (no Transfer-Encoding, no Connection): what the
+    # protocol may write as it is, without ASGI
+    framed: bool = False
 
     def reply(
         self, if_none_match: str | None, head: bool
@@ -168,4 +171,6 @@ class Replay:
         route = SimpleNamespace(path=getattr(scope.get("route"), "path", scope["path"]))
         size = len(body) + sum(len(k) + len(v) for k, v in headers)
         size += sum(len(part) for part in key if isinstance(part, str | bytes)) + _OVERHEAD_BYTES
-        cache.remember(key, Replayable(headers, body, etag, route), size)
+        names = {name for name, _ in headers}
+        framed = b"content-length" in names and not names & {b"transfer-encoding", b"connection"}
+        cache.remember(key, Replayable(headers, body, etag, route, framed), size)

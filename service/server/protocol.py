@@ -35,14 +35,15 @@ from uvicorn.protocols.http.httptools_impl import (
 
 from service.metrics import REFUSED
 from service.server.edge import edge_of
-from service.server.pacing import BytesWritten, Pacer, limit_buffer
+from service.server.pacing import BUFFERED_BYTES, BytesWritten, Pacer, limit_buffer
 from service.text import printable, shown
 
 MAX_TARGET_BYTES: Final = 8 << 10
 MAX_HEAD_BYTES: Final = 32 << 10
-# requests of one read answered without ASGI at most: the rest of a read of many pipelined
-# requests goes through the stack, which takes turns with other connections (a read of 64 KiB
-# holds some thousand small requests, tens of milliseconds of the event loop)
+# requests of one read answered without ASGI at most (and no more once BUFFERED_BYTES have
+# been written for them): the rest of a read of many pipelined requests goes through the
+# stack, which takes turns with other connections (a read of 64 KiB holds some thousand
+# small requests, tens of milliseconds of the event loop)
 DIRECT_IN_A_READ: Final = 16
 # after an early answer, how long the rest of a body is read and dropped (so that a client
 # still sending sees the answer, not a reset) before the connection is closed
@@ -87,6 +88,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._refusal: tuple[int, str] | None = None
         self._direct = False  # the request being read was answered without ASGI
         self._direct_in_read = 0  # how many requests of the last read were
+        self._direct_bytes_in_read = 0  # and the bytes written for them
+        self._begun = False  # a request's head has begun on this connection
         self._target = ("", "")  # its method and path
         self._written = BytesWritten()
         self._edge = edge_of(self.app)  # the app's settings, not a second reading
@@ -104,7 +107,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._dropping:
             return
-        self._direct_in_read = 0
+        self._direct_in_read = self._direct_bytes_in_read = 0
         if self._head_open and self._head_bytes > MAX_HEAD_BYTES:
             self._refuse(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
             return
@@ -139,8 +142,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._unset_keepalive_if_required()
         self._head_open = True
         self._head_bytes = self._header_bytes = 0
-        if self.cycle is not None:  # a later request's head: its clock starts now
+        if self._begun:  # a later request's head: its clock starts now
             self._head_started = self.loop.time()
+        self._begun = True
         self._start_head_timer()  # on a new connection it runs already, from the connect
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -184,6 +188,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if (
             direct is None
             or self._direct_in_read >= DIRECT_IN_A_READ
+            or self._direct_bytes_in_read >= BUFFERED_BYTES
+            or self.limit_concurrency is not None  # uvicorn's 503s are the stack's
             or (cycle is not None and not cycle.response_complete)
             or self.pipeline
             or self.flow.write_paused
@@ -198,6 +204,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return False
         try:  # as uvicorn reads the target (a target it cannot read is its to refuse)
             url = httptools.parse_url(self.url)
+            if url.path is None:
+                return False
             path = url.path.decode("ascii")
         except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
             return False
@@ -223,11 +231,15 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         for name, value in headers:
             head.append(name + b": " + value + b"\r\n")
         head.append(b"\r\n")
-        self.transport.write(b"".join(head) + body)
+        data = b"".join(head) + body
+        self.transport.write(data)
+        self._direct_bytes_in_read += len(data)
         if self.transport.get_write_buffer_size():
             method, path = self._target
             scope = {"method": method, "path": path, "client": self.client}
-            Pacer(self._written, self._edge).written(self.transport, scope, len(body))
+            pacer = Pacer(self._written, self._edge)
+            pacer.headers = headers  # its size, for the warning if it is cut off
+            pacer.written(self.transport, scope, len(body))
         else:
             self._written.written += len(body)
         self.on_response_complete()

@@ -278,3 +278,97 @@ def test_a_read_of_many_pipelined_requests_is_answered_in_turns() -> None:
     kept, answers, direct = asyncio.run(main())
     assert answers == kept * many
     assert direct == DIRECT_IN_A_READ
+
+
+async def _connected(settings: Settings, **config: Any) -> tuple[Config, LifespanOn]:
+    app = create_app(settings)
+    uvicorn_config = Config(app=app, http=BoundedHttpToolsProtocol, log_config=None, **config)
+    uvicorn_config.load()
+    lifespan = LifespanOn(uvicorn_config)
+    await lifespan.startup()
+    return uvicorn_config, lifespan
+
+
+def test_a_later_head_on_a_connection_answered_directly_has_its_own_deadline() -> None:
+    """A connection older than PE_HEAD_TIMEOUT whose requests were all answered without a
+    cycle: a later head that arrives in pieces is timed from its first byte, not from the
+    connection's start."""
+
+    async def main() -> Transport:
+        config, lifespan = await _connected(Settings(head_timeout=5))
+        try:
+            await Connection(config, lifespan.state).exchange(request(SLICE))  # kept
+            connection = Connection(config, lifespan.state)
+            # connected a minute ago: its first timer has fired, with no head open
+            connection.protocol._head_started -= 60
+            connection.protocol._stop_head_timer()
+            _, direct = await connection.exchange(request(SLICE))
+            assert direct
+            written = len(connection.transport.written)
+            connection.protocol.data_received(request(SLICE)[:10])  # a head begins
+            for _ in range(100):  # turns of the loop: a deadline already past would fire
+                await asyncio.sleep(0)
+            assert len(connection.transport.written) == written
+            return connection.transport
+        finally:
+            await lifespan.shutdown()
+
+    assert not asyncio.run(main()).closed
+
+
+def test_an_answer_kept_without_its_own_framing_takes_the_stack() -> None:
+    async def main() -> bool:
+        config, lifespan = await _connected(Settings())
+        try:
+            connection = Connection(config, lifespan.state)
+            await connection.exchange(request(SLICE))
+            cache = config.loaded_app.app.state.runtime.cache  # type: ignore[attr-defined]
+            path, _, query = SLICE.partition("?")
+            key = ("replay", path, query.encode(), None, None)
+            cache.remember(key, replace(cache.recall(key), framed=False), 1 << 20)
+            _, direct = await connection.exchange(request(SLICE))
+            return direct
+        finally:
+            await lifespan.shutdown()
+
+    assert not asyncio.run(main())
+
+
+def test_uvicorns_concurrency_limit_is_the_stacks_to_keep() -> None:
+    async def main() -> list[bool]:
+        config, lifespan = await _connected(Settings(), limit_concurrency=1000)
+        try:
+            connection = Connection(config, lifespan.state)
+            return [(await connection.exchange(request(SLICE)))[1] for _ in range(2)]
+        finally:
+            await lifespan.shutdown()
+
+    assert asyncio.run(main()) == [False, False]
+
+
+def test_a_read_stops_being_answered_directly_past_one_writes_bytes() -> None:
+    """Four pipelined 1 MiB answers in one read: two written directly (2 MiB, the most one
+    write may hold), the rest through the stack, in order."""
+    table = "/v1/encodings/sinusoidal?max_len=512&d_model=512&format=npy"
+
+    async def main() -> tuple[bytes, bytes, int]:
+        config, lifespan = await _connected(Settings())
+        try:
+            connection = Connection(config, lifespan.state)
+            kept, _ = await connection.exchange(request(table))
+            direct = []
+            write = connection.protocol._write_directly
+
+            def counted(*args: Any) -> None:
+                direct.append(args)
+                write(*args)
+
+            connection.protocol._write_directly = counted  # type: ignore[method-assign,assignment]
+            answers, _ = await connection.exchange(request(table) * 4, answers=4)
+            return kept, answers, len(direct)
+        finally:
+            await lifespan.shutdown()
+
+    kept, answers, direct = asyncio.run(main())
+    assert answers == kept * 4
+    assert direct == 2
