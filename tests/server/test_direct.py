@@ -322,7 +322,7 @@ def test_an_answer_kept_without_its_own_framing_takes_the_stack() -> None:
         try:
             connection = Connection(config, lifespan.state)
             await connection.exchange(request(SLICE))
-            cache = config.loaded_app.app.state.runtime.cache  # type: ignore[attr-defined]
+            cache = config.loaded_app.app.state.runtime.cache
             path, _, query = SLICE.partition("?")
             key = ("replay", path, query.encode(), None, None)
             cache.remember(key, replace(cache.recall(key), framed=False), 1 << 20)
