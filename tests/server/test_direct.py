@@ -54,6 +54,18 @@ class Connection:
 
         self.protocol.on_response_complete = on_response_complete  # type: ignore[method-assign]
 
+    def written_directly(self) -> list[tuple[Any, ...]]:
+        """From now on, the answers the protocol writes without ASGI, as it writes them."""
+        written: list[tuple[Any, ...]] = []
+        write = self.protocol._write_directly
+
+        def counted(*args: Any) -> None:
+            written.append(args)
+            write(*args)
+
+        self.protocol._write_directly = counted  # type: ignore[method-assign,assignment]
+        return written
+
     async def exchange(self, data: bytes, answers: int = 1) -> tuple[bytes, bool]:
         """What is written for ``data`` (``answers`` requests), without its date; and
         whether every answer was made without ASGI."""
@@ -66,6 +78,15 @@ class Connection:
         assert self.answered >= expected + answers, "no answer"
         direct = self.protocol.cycle is cycle
         return DATE.sub(b"", bytes(self.transport.written[start:])), direct
+
+
+async def _connected(settings: Settings, **config: Any) -> tuple[Config, LifespanOn]:
+    app = create_app(settings)
+    uvicorn_config = Config(app=app, http=BoundedHttpToolsProtocol, log_config=None, **config)
+    uvicorn_config.load()
+    lifespan = LifespanOn(uvicorn_config)
+    await lifespan.startup()
+    return uvicorn_config, lifespan
 
 
 async def served(settings: Settings, exchanges: list[bytes], direct: bool) -> dict[str, Any]:
@@ -179,11 +200,7 @@ def test_what_replay_does_not_answer_alone_takes_the_stack(again: bytes) -> None
 
 def test_pipelined_requests_are_answered_in_order() -> None:
     async def main() -> list[tuple[bytes, bool]]:
-        app = create_app(Settings())
-        config = Config(app=app, http=BoundedHttpToolsProtocol, log_config=None)
-        config.load()
-        lifespan = LifespanOn(config)
-        await lifespan.startup()
+        config, lifespan = await _connected(Settings())
         try:
             connection = Connection(config, lifespan.state)
             kept = await connection.exchange(request(SLICE))
@@ -223,11 +240,7 @@ def test_a_direct_answer_its_client_does_not_read_is_cut_off_at_its_deadline(
     settings = Settings(send_timeout=0.05)
 
     async def main() -> Unread:
-        app = create_app(settings)
-        config = Config(app=app, http=BoundedHttpToolsProtocol, log_config=None)
-        config.load()
-        lifespan = LifespanOn(config)
-        await lifespan.startup()
+        config, lifespan = await _connected(settings)
         try:
             transport = Unread()
             connection = Connection(config, lifespan.state, transport)
@@ -254,22 +267,11 @@ def test_a_read_of_many_pipelined_requests_is_answered_in_turns() -> None:
     many = DIRECT_IN_A_READ * 3
 
     async def main() -> tuple[bytes, bytes, int]:
-        app = create_app(Settings())
-        config = Config(app=app, http=BoundedHttpToolsProtocol, log_config=None)
-        config.load()
-        lifespan = LifespanOn(config)
-        await lifespan.startup()
+        config, lifespan = await _connected(Settings())
         try:
             connection = Connection(config, lifespan.state)
             kept, _ = await connection.exchange(request(SLICE))
-            direct = []
-            write = connection.protocol._write_directly
-
-            def counted(*args: Any) -> None:
-                direct.append(args)
-                write(*args)
-
-            connection.protocol._write_directly = counted  # type: ignore[method-assign,assignment]
+            direct = connection.written_directly()
             answers, _ = await connection.exchange(request(SLICE) * many, answers=many)
             return kept, answers, len(direct)
         finally:
@@ -278,15 +280,6 @@ def test_a_read_of_many_pipelined_requests_is_answered_in_turns() -> None:
     kept, answers, direct = asyncio.run(main())
     assert answers == kept * many
     assert direct == DIRECT_IN_A_READ
-
-
-async def _connected(settings: Settings, **config: Any) -> tuple[Config, LifespanOn]:
-    app = create_app(settings)
-    uvicorn_config = Config(app=app, http=BoundedHttpToolsProtocol, log_config=None, **config)
-    uvicorn_config.load()
-    lifespan = LifespanOn(uvicorn_config)
-    await lifespan.startup()
-    return uvicorn_config, lifespan
 
 
 def test_a_later_head_on_a_connection_answered_directly_has_its_own_deadline() -> None:
@@ -356,14 +349,7 @@ def test_a_read_stops_being_answered_directly_past_one_writes_bytes() -> None:
         try:
             connection = Connection(config, lifespan.state)
             kept, _ = await connection.exchange(request(table))
-            direct = []
-            write = connection.protocol._write_directly
-
-            def counted(*args: Any) -> None:
-                direct.append(args)
-                write(*args)
-
-            connection.protocol._write_directly = counted  # type: ignore[method-assign,assignment]
+            direct = connection.written_directly()
             answers, _ = await connection.exchange(request(table) * 4, answers=4)
             return kept, answers, len(direct)
         finally:
