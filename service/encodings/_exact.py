@@ -68,7 +68,7 @@ def decimal_pair(value: decimal.Decimal) -> tuple[float, float]:
 
 
 def inverse_powers(
-    base: float | decimal.Decimal, denominator: int, count: int, divisor: float = 1.0
+    base: float | decimal.Decimal, denominator: float, count: int, divisor: float = 1.0
 ) -> tuple[Float64Array, Float64Array]:
     """``(base / divisor)^(-2i/denominator)`` for ``i < count`` as double-double ``(hi, lo)``
     arrays whose sum is exact to ~2^-100: the frequencies of a sinusoidal table
@@ -118,7 +118,7 @@ def scaled(
 
 @functools.lru_cache(maxsize=256)  # a few dozen floats an entry
 def _squarings(
-    base: float | decimal.Decimal, divisor: float, denominator: int, bits: int
+    base: float | decimal.Decimal, divisor: float, denominator: float, bits: int
 ) -> tuple[tuple[float, float], ...]:
     """``r^(2^k)`` for ``k < bits``, ``r = (base/divisor)^(-2/denominator)``, as
     double-doubles."""

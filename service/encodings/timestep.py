@@ -1,0 +1,477 @@
+"""Diffusion timestep embeddings: row ``t`` is the embedding of timestep ``t``, as diffusers
+0.42.1 computes it (``models/embeddings.py::get_timestep_embedding``)::
+
+    half = dim // 2
+    f_i  = exp(-ln(max_period) * i / (half - downscale_freq_shift))     i < half
+    a_i  = scale * (t * f_i)
+    row  = [sin a | cos a]    ([cos a | sin a] with flip_sin_to_cos), a zero column last
+                              for an odd dim
+
+with the timesteps as the model receives them: cast to ``timestep_dtype`` (float32,
+bfloat16 or float16, through float32 as torch converts), multiplied by ``time_factor`` in
+that dtype (FLUX's ``t = time_factor * t``); a preset may round them more (diffusers' FLUX
+pipeline, :data:`PRESETS`). Rows of the ``GET`` table are the integer timesteps; any finite
+timesteps are taken by :func:`at`.
+
+``rounding=library`` is the named code's arithmetic operation by operation: float32 for
+diffusers, DiT, guided-diffusion and FLUX (``f32(-ln P) * i``, the division, exp, the
+product, the scale, sin and cos each rounded to float32), float64 for Wan's upstream
+``sinusoidal_embedding_1d`` (cast to the answer's dtype at the end). torch's float32 exp,
+sin and cos are not correctly rounded; here each is correctly rounded (as the sinusoidal
+family's library path, :mod:`service.encodings._library`), so an entry may differ from
+torch's by an ulp (about 5 % of a float32 table's entries; the conformance tests measure
+it). ``rounding=exact``: the real-valued formula at the received timesteps (double-double
+angles, :mod:`service.encodings._exact`), each entry rounded once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, get_args
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.encodings import _exact, _library
+from service.encodings.registry import (
+    DTYPES,
+    ROUNDINGS,
+    Bound,
+    DType,
+    Family,
+    Rounding,
+    Rows,
+    register,
+)
+from service.errors import InvalidParameter
+
+TimestepDType = Literal["float32", "bfloat16", "float16"]
+TIMESTEP_DTYPES: Final[tuple[TimestepDType, ...]] = get_args(TimestepDType)
+# the library's arithmetic: float32 (torch's, as diffusers computes) or float64 (Wan's own)
+Arithmetic = Literal["float32", "float64"]
+# how the given timesteps reach the embedding: "model", cast to timestep_dtype and times
+# time_factor in it; "pipeline", divided by time_factor in timestep_dtype first (diffusers'
+# FLUX pipeline passes timestep / 1000 to a transformer that multiplies it by 1000)
+Hop = Literal["model", "pipeline"]
+PARAMETERS: Final = (
+    "flip_sin_to_cos",
+    "downscale_freq_shift",
+    "scale",
+    "max_period",
+    "time_factor",
+    "timestep_dtype",
+)
+# exact angles are exact (double-double) up to this many radians, as sinusoidal's positions
+_LARGEST_ANGLE: Final = 2.0**31
+_LARGEST_EXPONENT: Final = 88.0  # float32's exp overflows past 88.72
+_CHUNK_ELEMENTS: Final = 1 << 16
+F32 = np.float32
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a preset's arithmetic is written: repository, version, file and function."""
+
+    repository: str
+    version: str
+    path: str
+    function: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A model's timestep embedding: its sources, its parameters (what it fixes; the
+    function's defaults for the rest), the parameters a client may still give (``takes``),
+    the arithmetic of ``rounding=library``, how timesteps reach the embedding (``hop``),
+    whether its code takes even widths only, and what its timesteps are."""
+
+    name: str
+    description: str
+    sources: tuple[Source, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    takes: tuple[str, ...] = ("timestep_dtype",)
+    arithmetic: Arithmetic = "float32"
+    hop: Hop = "model"
+    even: bool = False
+    timesteps: str = "integer timesteps 0 .. 999 as the scheduler gives them"
+
+
+DEFAULTS: Final[Mapping[str, Any]] = {
+    "flip_sin_to_cos": False,
+    "downscale_freq_shift": 1.0,
+    "scale": 1.0,
+    "max_period": 10000.0,
+    "time_factor": 1.0,
+    "timestep_dtype": "float32",
+}
+_EMBEDDINGS: Final = Source(
+    "huggingface/diffusers", "0.42.1", "src/diffusers/models/embeddings.py", "Timesteps"
+)
+_FLIPPED: Final[Mapping[str, Any]] = {"flip_sin_to_cos": True, "downscale_freq_shift": 0.0}
+PRESETS: Final[Mapping[str, Preset]] = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            "diffusers",
+            "get_timestep_embedding with its defaults; every parameter may be given",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/models/embeddings.py",
+                    "get_timestep_embedding",
+                ),
+            ),
+            takes=PARAMETERS,
+            timesteps="the timesteps the function is given",
+        ),
+        Preset(
+            "unet",
+            "Stable Diffusion 1.x/2.x/SDXL's UNet (flip_sin_to_cos, freq_shift 0), also SD3, "
+            "PixArt-α/Σ, HunyuanVideo, CogVideoX: Timesteps(dim, True, 0)",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/models/unets/unet_2d_condition.py",
+                    "UNet2DConditionModel",
+                ),
+                _EMBEDDINGS,
+            ),
+            _FLIPPED,
+        ),
+        Preset(
+            "guided-diffusion",
+            "ADM, GLIDE and DiT: exp(-ln(max_period) * i / half), [cos | sin]",
+            (
+                Source(
+                    "openai/guided-diffusion",
+                    "22e0df8",
+                    "guided_diffusion/nn.py",
+                    "timestep_embedding",
+                ),
+                Source(
+                    "facebookresearch/DiT",
+                    "ed81ce2",
+                    "models.py",
+                    "TimestepEmbedder.timestep_embedding",
+                ),
+            ),
+            _FLIPPED,
+        ),
+        Preset(
+            "ddpm",
+            "DDPM's own (ln(10000) / (half - 1), [sin | cos]) as diffusers' UNet2DModel "
+            "reads the DDPM checkpoints' configs (flip_sin_to_cos false, freq_shift 1)",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/models/unets/unet_2d.py",
+                    "UNet2DModel",
+                ),
+                Source(
+                    "hojonathanho/diffusion",
+                    "1e0dceb",
+                    "diffusion_tf/nn.py",
+                    "get_timestep_embedding",
+                ),
+            ),
+            {"flip_sin_to_cos": False, "downscale_freq_shift": 1.0},
+        ),
+        Preset(
+            "flux",
+            "FLUX.1's reference sampler: σ in bfloat16, t = 1000 * σ in bfloat16, "
+            "[cos | sin] of float32 angles",
+            (
+                Source(
+                    "black-forest-labs/flux",
+                    "802fb47",
+                    "src/flux/modules/layers.py",
+                    "timestep_embedding",
+                ),
+                Source("black-forest-labs/flux", "802fb47", "src/flux/sampling.py", "denoise"),
+            ),
+            {**_FLIPPED, "time_factor": 1000.0, "timestep_dtype": "bfloat16"},
+            timesteps="σ in [0, 1], as the sampler passes them",
+        ),
+        Preset(
+            "flux-diffusers",
+            "FLUX.1 in diffusers' pipeline: t = σ·1000 in bfloat16, t / 1000 in bfloat16, "
+            "times 1000 in bfloat16 (three roundings), Timesteps(256, True, 0)",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/pipelines/flux/pipeline_flux.py",
+                    "FluxPipeline.__call__",
+                ),
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/models/transformers/transformer_flux.py",
+                    "FluxTransformer2DModel.forward",
+                ),
+                _EMBEDDINGS,
+            ),
+            {**_FLIPPED, "time_factor": 1000.0, "timestep_dtype": "bfloat16"},
+            hop="pipeline",
+            timesteps="σ·1000, as the scheduler's timesteps",
+        ),
+        Preset(
+            "wan",
+            "Wan 2.x upstream: sinusoidal_embedding_1d in float64 throughout, [cos | sin], "
+            "cast to float32 by the caller (diffusers' Wan is unet's, in float32)",
+            (
+                Source(
+                    "Wan-Video/Wan2.1",
+                    "9737cba",
+                    "wan/modules/model.py",
+                    "sinusoidal_embedding_1d",
+                ),
+            ),
+            _FLIPPED,
+            arithmetic="float64",
+            even=True,
+        ),
+        Preset(
+            "qwen-image",
+            "Qwen-Image and AuraFlow: Timesteps(256, True, 0, scale=1000), the scale after "
+            "the product",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/models/transformers/transformer_qwenimage.py",
+                    "QwenTimestepProjEmbeddings",
+                ),
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/models/transformers/auraflow_transformer_2d.py",
+                    "AuraFlowTransformer2DModel",
+                ),
+            ),
+            {**_FLIPPED, "scale": 1000.0},
+            timesteps="σ in [0, 1], as the transformer receives them",
+        ),
+    )
+}
+PresetName = Literal[
+    "diffusers", "unet", "guided-diffusion", "ddpm", "flux", "flux-diffusers", "wan", "qwen-image"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TimestepKey:
+    """Everything that changes a timestep table's values: its width, the embedding's
+    parameters (diffusers' names; FLUX's ``time_factor``; the timesteps' dtype), the preset
+    (its arithmetic and hop), the rounding and the answer's dtype."""
+
+    dim: int
+    flip_sin_to_cos: bool = False
+    downscale_freq_shift: float = 1.0
+    scale: float = 1.0
+    max_period: float = 10000.0
+    time_factor: float = 1.0
+    timestep_dtype: TimestepDType = "float32"
+    preset: str = "diffusers"
+    rounding: Rounding = "library"
+    dtype: DType = "float32"
+
+    def __post_init__(self) -> None:
+        if self.dim < 1:
+            raise InvalidParameter("dim", "must be a positive integer")
+        if self.preset not in PRESETS:
+            raise InvalidParameter("preset", f"must be one of {', '.join(PRESETS)}")
+        if PRESETS[self.preset].even and self.dim % 2:
+            raise InvalidParameter("dim", f"must be even for preset {self.preset}")
+        if not (math.isfinite(self.max_period) and self.max_period > 1):
+            raise InvalidParameter("max_period", "must be a finite number greater than 1")
+        for name in ("downscale_freq_shift", "scale", "time_factor"):
+            if not math.isfinite(getattr(self, name)):
+                raise InvalidParameter(name, "must be a finite number")
+        if self.timestep_dtype not in TIMESTEP_DTYPES:
+            raise InvalidParameter("timestep_dtype", f"must be one of {', '.join(TIMESTEP_DTYPES)}")
+        if self.rounding not in ROUNDINGS:
+            raise InvalidParameter("rounding", f"must be one of {', '.join(ROUNDINGS)}")
+        if self.dtype not in DTYPES:
+            raise InvalidParameter("dtype", f"must be one of {', '.join(DTYPES)}")
+        half = self.half
+        denominator = half - self.downscale_freq_shift
+        if half and denominator == 0:
+            raise InvalidParameter(
+                "downscale_freq_shift",
+                f"must not be dim // 2 ({half}): the exponent divides by dim // 2 minus it",
+                also=("dim",),
+            )
+        if half > 1 and denominator < 0:
+            largest = math.log(self.max_period) * (half - 1) / -denominator
+            if largest > _LARGEST_EXPONENT:
+                raise InvalidParameter(
+                    "downscale_freq_shift",
+                    f"past dim // 2 ({half}) makes frequencies up to e^{largest:.4g}, past "
+                    "float32's range",
+                    also=("max_period", "dim"),
+                )
+
+    @property
+    def width(self) -> int:
+        return self.dim
+
+    @property
+    def half(self) -> int:
+        """Frequencies: one per sine column."""
+        return self.dim // 2
+
+    def settings(self) -> dict[str, Any]:
+        """The embedding's parameters by their names."""
+        return {name: getattr(self, name) for name in PARAMETERS}
+
+
+def preset_key(
+    dim: int, preset: str, given: Mapping[str, Any], rounding: Rounding, dtype: DType
+) -> TimestepKey:
+    """The key of ``preset``'s embedding of width ``dim`` with the parameters a client gave
+    (``None``: not given): a parameter the preset fixes is an :class:`InvalidParameter`."""
+    if preset not in PRESETS:
+        raise InvalidParameter("preset", f"must be one of {', '.join(PRESETS)}")
+    chosen = PRESETS[preset]
+    settings = {**DEFAULTS, **chosen.settings}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name not in chosen.takes:
+            raise InvalidParameter(
+                name,
+                f"is fixed by preset {preset} ({settings[name]}): give it with "
+                "preset=diffusers, which takes every parameter",
+            )
+        settings[name] = value
+    return TimestepKey(dim, **settings, preset=preset, rounding=rounding, dtype=dtype)
+
+
+def _narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.float32]:
+    """float32 values rounded to ``dtype`` (to nearest, ties to even), as float32."""
+    if dtype == "float16":
+        with np.errstate(over="ignore"):
+            return values.astype(np.float16).astype(F32)
+    if dtype == "bfloat16":
+        bits = values.view(np.uint32).astype(np.uint64)
+        nearest = bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))
+        return (nearest & np.uint64(0xFFFF0000)).astype(np.uint32).view(F32)
+    return values
+
+
+def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
+    """The timesteps as the model's embedding receives them (every value of the narrow
+    dtype is a float32): cast to ``timestep_dtype`` (through float32, as torch converts),
+    divided by ``time_factor`` in it where the preset's pipeline does, and multiplied by
+    it in it (torch computes a narrow tensor times a number in float32, rounded once)."""
+    with np.errstate(over="ignore"):
+        t = _narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
+    if not np.isfinite(t).all():
+        worst = float(np.asarray(timesteps, np.float64)[~np.isfinite(t)][0])
+        raise InvalidParameter(
+            "timestep_dtype",
+            f"cannot hold the timestep {worst:g}: it is past {key.timestep_dtype}'s range",
+        )
+    factor = _library.f32(key.time_factor)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if PRESETS[key.preset].hop == "pipeline":
+            t = _narrowed(t / factor, key.timestep_dtype)
+        if key.time_factor != 1:
+            t = _narrowed(t * factor, key.timestep_dtype)
+    if not np.isfinite(t).all():
+        raise InvalidParameter(
+            "time_factor",
+            f"takes timesteps past {key.timestep_dtype}'s range (or is past float32's)",
+        )
+    return t
+
+
+def _library32(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
+    """diffusers' float32 arithmetic, each step rounded where torch rounds it."""
+    half = key.half
+    exponent = _library.f32(-math.log(key.max_period)) * np.arange(half).astype(F32)
+    exponent = exponent / _library.f32(half - key.downscale_freq_shift)
+    frequencies = _library.exp32(exponent)
+    with np.errstate(over="ignore", invalid="ignore"):
+        angles = t[:, None] * frequencies[None, :]
+        angles = _library.f32(key.scale) * angles
+        return _library.sincos(angles)
+
+
+def _library64(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
+    """Wan's float64 arithmetic: ``pow(max_period, -(arange(half) / (half - shift)))``,
+    the outer product, cos and sin, all float64."""
+    half = key.half
+    exponents = -(np.arange(half, dtype=np.float64) / (half - key.downscale_freq_shift))
+    frequencies = np.power(key.max_period, exponents)
+    with np.errstate(over="ignore", invalid="ignore"):
+        angles = np.outer(t.astype(np.float64), frequencies) * key.scale
+        return np.sin(angles), np.cos(angles)
+
+
+def _exact_sincos(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
+    """sin and cos of ``scale * t * f_i`` from double-double frequencies."""
+    half = key.half
+    denominator = 2 * (half - key.downscale_freq_shift)
+    w_hi, w_lo = _exact.inverse_powers(key.max_period, denominator, half)
+    w_hi, w_lo = _exact.dd_mul(w_hi, w_lo, key.scale, 0.0)
+    positions = t.astype(np.float64)
+    largest = float(np.abs(positions).max(initial=0.0)) * float(np.abs(w_hi).max(initial=0.0))
+    if largest > _LARGEST_ANGLE:
+        raise InvalidParameter(
+            "rounding",
+            f"exact angles are computed up to 2^31 radians, and these reach {largest:.4g}: "
+            "ask for rounding=library, or smaller timesteps or scale",
+            also=("scale",),
+        )
+    return _exact.sincos(positions, w_hi, w_lo)
+
+
+def at(key: TimestepKey, timesteps: NDArray[Any]) -> Rows:
+    """The embeddings of ``timesteps`` (any finite numbers, ``(N,)``), one row each."""
+    out = np.zeros((len(timesteps), key.dim), dtype=key.dtype)
+    half = key.half
+    if not half:
+        return out
+    t = received(key, timesteps)
+    rows = max(1, _CHUNK_ELEMENTS // half)
+    compute = (
+        _exact_sincos
+        if key.rounding == "exact"
+        else _library64
+        if PRESETS[key.preset].arithmetic == "float64"
+        else _library32
+    )
+    first_half, second_half = out[:, :half], out[:, half : 2 * half]
+    sines, cosines = (second_half, first_half) if key.flip_sin_to_cos else (first_half, second_half)
+    for first in range(0, len(t), rows):
+        s, c = compute(key, t[first : first + rows])
+        sines[first : first + rows] = s
+        cosines[first : first + rows] = c
+    return out
+
+
+def take(key: TimestepKey, positions: NDArray[np.int64]) -> Rows:
+    """The rows of the integer timesteps ``positions``."""
+    return at(key, positions)
+
+
+def fill(key: TimestepKey, start: int, out: Sequence[Rows]) -> None:
+    """Rows ``start, start+1, ...`` written into the arrays ``out``, one after the other."""
+    for part in out:
+        part[...] = take(key, np.arange(start, start + len(part), dtype=np.int64))
+        start += len(part)
+
+
+def bound(key: TimestepKey) -> Bound:
+    """Entries are sines and cosines; angles that overflow make them NaN."""
+    return Bound(1.0, ("scale", "time_factor", "timestep_dtype"))
+
+
+FAMILY: Final = register(Family("timestep", TimestepKey, fill, take, bound))
