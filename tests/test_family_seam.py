@@ -338,10 +338,13 @@ def test_the_real_families_are_declared_on_the_same_seam() -> None:
     from service.routes import FAMILIES
 
     names = [declared.family.name for declared in FAMILIES]
-    assert names == ["sinusoidal", "rotary", "alibi-slopes", "alibi", "temperature"]
+    assert names == ["sinusoidal", "rotary", "alibi-slopes", "alibi", "temperature", "timestep"]
     assert FAMILIES[1].family.arrays == ("cos", "sin")
     assert all(d.family.block is not None for d in FAMILIES[2:4])
     assert FAMILIES[4].family.block is None  # Llama 4's scales: a cached table of one column
+    positions = FAMILIES[5].positions  # diffusion timesteps: a cached table, real timesteps
+    assert positions is not None
+    assert not positions.integers
 
 
 def test_ids_are_bounded_before_they_are_converted(http: httpx.Client) -> None:

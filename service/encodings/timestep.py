@@ -68,6 +68,11 @@ _LARGEST_ANGLE: Final = 2.0**31
 _LARGEST_EXPONENT: Final = 88.0  # float32's exp overflows past 88.72
 _CHUNK_ELEMENTS: Final = 1 << 16
 F32 = np.float32
+_LARGEST: Final[Mapping[TimestepDType, float]] = {
+    "float32": float(np.finfo(F32).max),
+    "bfloat16": 3.3895313892515355e38,
+    "float16": 65504.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,10 +378,10 @@ def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
     with np.errstate(over="ignore"):
         t = _narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
     if not np.isfinite(t).all():
-        worst = float(np.asarray(timesteps, np.float64)[~np.isfinite(t)][0])
+        largest = float(_LARGEST[key.timestep_dtype])
         raise InvalidParameter(
             "timestep_dtype",
-            f"cannot hold the timestep {worst:g}: it is past {key.timestep_dtype}'s range",
+            f"holds timesteps up to {largest:g} only: these reach past it",
         )
     factor = _library.f32(key.time_factor)
     with np.errstate(over="ignore", invalid="ignore"):

@@ -16,6 +16,7 @@ from service.routes import (
     rotary,
     sinusoidal,
     temperature,
+    timestep,
 )
 from service.web.declared import Declared
 from service.web.families import router
@@ -27,6 +28,7 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     alibi.SLOPES,
     alibi.BIAS,
     temperature.TABLE,
+    timestep.TABLE,
 )
 ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),

@@ -102,6 +102,15 @@ EXAMPLES: Final = {
         {"ids": ("Four position ids", {"position_ids": [0, 1, 2, 4095]})},
         {"max_len": 4096, "head_dim": 128},
     ),
+    "getTimestepEmbeddingAt": Example(
+        {
+            "flux": (
+                "FLUX.1's sampler at σ 0.75 and 0.9 (the model embeds 752 and 900)",
+                {"position_ids": [0.75, 0.9]},
+            )
+        },
+        {"max_len": 1, "dim": 256, "preset": "flux"},
+    ),
     "getMropePositions": Example(
         {
             "qwen2.5-vl": (

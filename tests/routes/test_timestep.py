@@ -1,0 +1,118 @@
+"""Diffusion timestep embeddings over HTTP: ``GET /v1/encodings/timestep`` (the integer
+timesteps' table in every format, its ETag and HEAD, a preset's resolved parameters) and
+``POST .../positions`` (real timesteps as JSON or ``.npy``), and the refusals that name
+their parameter."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from service.encodings import registry, timestep
+from tests.support import assert_problem, client_of, npy_bytes
+
+TABLE = "/v1/encodings/timestep"
+POSITIONS = TABLE + "/positions"
+
+
+@pytest.fixture(scope="module")
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
+        yield client
+
+
+def npy(answer: httpx.Response) -> Any:
+    assert answer.status_code == 200, answer.text
+    return np.load(io.BytesIO(answer.content), allow_pickle=False)
+
+
+def test_the_table_is_the_family_s_rows(http: httpx.Client) -> None:
+    got = npy(http.get(f"{TABLE}?max_len=1000&dim=320&preset=unet&start=10&format=npy"))
+    key = timestep.preset_key(320, "unet", {}, "library", "float32")
+    np.testing.assert_array_equal(got, registry.rows(key, 10, 1000))
+
+
+def test_json_states_the_preset_s_parameters(http: httpx.Client) -> None:
+    answer = http.get(f"{TABLE}?max_len=3&dim=5&preset=flux")
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    assert {
+        name: document[name]
+        for name in ("flip_sin_to_cos", "downscale_freq_shift", "time_factor", "timestep_dtype")
+    } == {
+        "flip_sin_to_cos": True,
+        "downscale_freq_shift": 0.0,
+        "time_factor": 1000.0,
+        "timestep_dtype": "bfloat16",
+    }
+    assert document["shape"] == [3, 5]
+    assert [row[4] for row in document["data"]] == [0.0, 0.0, 0.0]  # odd: a zero column
+
+
+def test_an_etag_and_head(http: httpx.Client) -> None:
+    url = f"{TABLE}?max_len=8&dim=16&format=npy"
+    first = http.get(url)
+    tag = first.headers["etag"]
+    assert http.get(url, headers={"if-none-match": tag}).status_code == 304
+    head = http.head(url)
+    assert head.status_code == 200
+    assert head.headers["etag"] == tag
+    assert not head.content
+
+
+@pytest.mark.parametrize("body", ["json", "npy"])
+def test_positions_take_real_timesteps(http: httpx.Client, body: str) -> None:
+    sigmas = np.array([0.75, 0.9, 0.0125])
+    url = f"{POSITIONS}?max_len=1&dim=256&preset=flux&format=npy"
+    if body == "json":
+        answer = http.post(url, json={"position_ids": sigmas.tolist()})
+    else:
+        answer = http.post(
+            url, content=npy_bytes(sigmas), headers={"content-type": "application/x-npy"}
+        )
+    got = npy(answer)
+    plain = timestep.TimestepKey(256, True, 0.0)
+    np.testing.assert_array_equal(got[:2], timestep.at(plain, np.array([752.0, 900.0])))
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        pytest.param("max_len=4&dim=8&preset=unet&scale=2", "scale", id="fixed-by-preset"),
+        pytest.param("max_len=4&dim=2", "downscale_freq_shift", id="half-minus-shift-0"),
+        pytest.param("max_len=4&dim=8&max_period=1", "max_period", id="max-period"),
+        pytest.param("max_len=4&dim=7&preset=wan", "dim", id="wan-odd"),
+        pytest.param("max_len=4&dim=8&scale=nan", "scale", id="scale-nan"),
+        pytest.param(
+            "max_len=70000&dim=4&timestep_dtype=float16&start=65600",
+            "timestep_dtype",
+            id="past-float16",
+        ),
+        pytest.param("max_len=4&dim=8&preset=sd", "preset", id="unknown-preset"),
+    ],
+)
+def test_bad_parameters_are_a_4xx_naming_them(http: httpx.Client, query: str, name: str) -> None:
+    problem = assert_problem(http.get(f"{TABLE}?{query}"), 422)
+    assert name in {error["name"] for error in problem["errors"]}, problem
+
+
+def test_non_finite_timesteps_are_refused(http: httpx.Client) -> None:
+    body = npy_bytes(np.array([1.0, np.inf]))
+    answer = http.post(
+        f"{POSITIONS}?max_len=1&dim=8", content=body, headers={"content-type": "application/x-npy"}
+    )
+    assert_problem(answer, 422, "finite")
+
+
+def test_overflowing_angles_are_a_4xx_not_a_nan(http: httpx.Client) -> None:
+    answer = http.post(
+        f"{POSITIONS}?max_len=1&dim=4&downscale_freq_shift=0&scale=1e12&time_factor=1e29",
+        json={"position_ids": [1e9]},
+    )
+    problem = assert_problem(answer, 422)
+    assert "scale" in {error["name"] for error in problem["errors"]}
