@@ -1,0 +1,338 @@
+"""Conformance: diffusion timestep embeddings against the real code (no weights):
+
+- diffusers 0.42.1's ``get_timestep_embedding`` and its ``Timesteps`` module
+  (``models/embeddings.py``) for the presets that call them (``diffusers``, ``unet``,
+  ``ddpm``, ``guided-diffusion``, which DiT's and guided-diffusion's ``timestep_embedding``
+  equal, ``qwen-image``), at widths 320, 256, 255 and 1, integer timesteps 0..999 (σ in
+  [0, 1] for Qwen-Image), through ``GET`` and ``POST .../positions``;
+- FLUX.1's reference sampler (black-forest-labs/flux 802fb47, ``sampling.py::denoise``'s
+  ``torch.full(..., t_curr, dtype=bfloat16)`` and ``modules/layers.py::timestep_embedding``,
+  transcribed below) and diffusers' ``FluxPipeline`` (``t.expand().to(bfloat16)``, ``/ 1000``,
+  the transformer's ``.to(bfloat16) * 1000``, ``Timesteps(256, True, 0)``) at 2,000 σ;
+- Wan2.1's ``sinusoidal_embedding_1d`` (Wan-Video/Wan2.1 9737cba, ``wan/modules/model.py``,
+  transcribed below) in float64, then ``.float()``.
+
+``rounding=library`` follows the code operation by operation with correctly rounded float32
+exp, sin and cos where torch's are not: with torch's own exp, sin and cos put in their
+place it is the library bit for bit (asserted); as served, the share of entries that are
+bit for bit, and the largest difference in float32 ulps of the reference entry, are
+measured and written to ``artifacts/conformance-timestep.json``. ``rounding=exact`` is
+within half a float32 ulp (float64: 2^-51) of 50-digit arithmetic (mpmath)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import io
+import json
+import math
+import os
+from collections.abc import Iterator
+from typing import Any, Final
+
+import httpx
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from service.encodings import _library, timestep
+from tests.support import ROOT
+
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+
+_missing = [name for name in ("torch", "diffusers") if importlib.util.find_spec(name) is None]
+if _missing and not os.environ.get("CONFORMANCE_REQUIRED"):
+    pytest.skip(
+        f"the conformance extra is not installed (no {', '.join(_missing)})",
+        allow_module_level=True,
+    )
+
+TABLE: Final = "/v1/encodings/timestep"
+ARTIFACT: Final = ROOT / "artifacts" / "conformance-timestep.json"
+FIGURES: Final[dict[str, dict[str, Any]]] = {}
+# (preset, dim): the diffusers presets' common widths, an odd one, the narrowest
+CALLED: Final = [
+    (preset, dim)
+    for preset in ("diffusers", "unet", "guided-diffusion", "ddpm", "qwen-image")
+    for dim in (320, 256, 255, 1)
+]
+
+
+@functools.cache
+def lib(name: str) -> Any:
+    return importlib.import_module(name)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def figures() -> Iterator[None]:
+    """The measured figures, written once the module's tests have run."""
+    yield
+    if FIGURES:
+        ARTIFACT.parent.mkdir(exist_ok=True)
+        ARTIFACT.write_text(json.dumps(FIGURES, indent=1, sort_keys=True) + "\n")
+        print("\n\nConformance, timestep embeddings:\n" + json.dumps(FIGURES, indent=1))
+
+
+def served(service: httpx.Client, query: str) -> NDArray[np.floating]:
+    answer = service.get(f"{TABLE}?{query}&format=npy")
+    assert answer.status_code == 200, answer.text
+    found: NDArray[np.floating] = np.load(io.BytesIO(answer.content), allow_pickle=False)
+    return found
+
+
+def at(service: httpx.Client, query: str, timesteps: NDArray[np.float64]) -> NDArray[Any]:
+    answer = service.post(
+        f"{TABLE}/positions?max_len=1&{query}&format=npy",
+        json={"position_ids": timesteps.tolist()},
+    )
+    assert answer.status_code == 200, answer.text
+    found: NDArray[Any] = np.load(io.BytesIO(answer.content), allow_pickle=False)
+    return found
+
+
+def ulps(a: NDArray[np.float32], b: NDArray[np.float32]) -> NDArray[np.float64]:
+    """|a - b| in float32 ulps of ``b`` (of the smallest normal at zero)."""
+    unit = np.spacing(np.maximum(np.abs(b), np.finfo(np.float32).tiny))
+    return np.abs(a.astype(np.float64) - b.astype(np.float64)) / unit.astype(np.float64)
+
+
+def measure(name: str, ours: NDArray[np.float32], reference: NDArray[np.float32]) -> None:
+    """The share of entries bit for bit and the largest difference, recorded under
+    ``name``; every entry within the float32 functions' error, carried by the angle."""
+    assert ours.shape == reference.shape
+    assert ours.dtype == reference.dtype == np.float32
+    apart = ulps(ours, reference)
+    difference = np.abs(ours.astype(np.float64) - reference)
+    FIGURES[name] = {
+        "entries": int(ours.size),
+        "bit_for_bit": float((ours == reference).mean()) if ours.size else 1.0,
+        "largest_ulps": float(apart.max(initial=0.0)),
+        "largest_ulps_of_1": float(difference.max(initial=0.0) / 2.0**-24),
+        "largest_difference": float(difference.max(initial=0.0)),
+    }
+    # a frequency one ulp apart moves an angle of t (at most 1000) by 1000 * 2^-24
+    assert difference.max(initial=0.0) <= 1e-4
+
+
+def torch_functions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library path's exp, sin and cos made torch's own."""
+    torch = lib("torch")
+
+    def exp32(x: NDArray[np.float32]) -> NDArray[np.float32]:
+        out: NDArray[np.float32] = torch.exp(torch.from_numpy(np.ascontiguousarray(x))).numpy()
+        return out
+
+    def sincos(angles: NDArray[Any]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        tensor = torch.from_numpy(np.ascontiguousarray(angles, np.float32))
+        return torch.sin(tensor).numpy(), torch.cos(tensor).numpy()
+
+    monkeypatch.setattr(_library, "exp32", exp32)
+    monkeypatch.setattr(_library, "sincos", sincos)
+
+
+def timesteps_of(preset: str) -> NDArray[np.float64]:
+    if preset == "qwen-image":
+        return np.arange(1000, dtype=np.float64) / 999
+    return np.arange(1000, dtype=np.float64)
+
+
+def diffusers_embedding(key: timestep.TimestepKey, t: NDArray[np.float64]) -> NDArray[np.float32]:
+    """``get_timestep_embedding`` with the key's parameters at float32 timesteps."""
+    torch = lib("torch")
+    embeddings = lib("diffusers.models.embeddings")
+    found: NDArray[np.float32] = embeddings.get_timestep_embedding(
+        torch.tensor(t, dtype=torch.float32),
+        key.dim,
+        flip_sin_to_cos=key.flip_sin_to_cos,
+        downscale_freq_shift=key.downscale_freq_shift,
+        scale=key.scale,
+        max_period=int(key.max_period),
+    ).numpy()
+    return found
+
+
+@pytest.mark.parametrize(("preset", "dim"), CALLED)
+def test_library_is_diffusers_function_and_module(
+    service: httpx.Client, preset: str, dim: int
+) -> None:
+    torch = lib("torch")
+    embeddings = lib("diffusers.models.embeddings")
+    key = timestep.preset_key(dim, preset, {}, "library", "float32")
+    t = timesteps_of(preset)
+    reference = diffusers_embedding(key, t)
+    module = embeddings.Timesteps(
+        dim, key.flip_sin_to_cos, key.downscale_freq_shift, scale=key.scale
+    )
+    with torch.no_grad():
+        np.testing.assert_array_equal(
+            module(torch.tensor(t, dtype=torch.float32)).numpy(), reference
+        )
+    query = f"dim={dim}&preset={preset}"
+    ours = (
+        served(service, f"max_len=1000&{query}")
+        if preset != "qwen-image"
+        else at(service, query, t)
+    )
+    measure(f"{preset}/{dim}", ours, reference)
+    # where the entries part: torch's exp one ulp off moves every angle of its frequency
+    half = dim // 2
+    exponent = np.float32(-math.log(key.max_period)) * np.arange(half, dtype=np.float32)
+    exponent = exponent / np.float32(half - key.downscale_freq_shift)
+    theirs = torch.exp(torch.from_numpy(exponent)).numpy()
+    FIGURES[f"{preset}/{dim}"]["frequencies_apart"] = int(
+        (theirs != _library.exp32(exponent)).sum()
+    )
+    FIGURES[f"{preset}/{dim}"]["frequencies"] = half
+
+
+@pytest.mark.parametrize(("preset", "dim"), CALLED)
+def test_library_with_torch_s_functions_is_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, preset: str, dim: int
+) -> None:
+    key = timestep.preset_key(dim, preset, {}, "library", "float32")
+    t = timesteps_of(preset)
+    reference = diffusers_embedding(key, t)
+    torch_functions(monkeypatch)
+    np.testing.assert_array_equal(timestep.at(key, t), reference)
+
+
+def sampler_sigmas() -> NDArray[np.float64]:
+    return np.arange(1, 2001, dtype=np.float64) / 2000
+
+
+def flux_reference(sigmas: NDArray[np.float64]) -> tuple[Any, Any]:
+    """The reference sampler's timesteps (bf16 σ, ``1000 * t`` in bf16) and embeddings."""
+    torch = lib("torch")
+    # sampling.py::denoise: t_vec = torch.full((img.shape[0],), t_curr, dtype=img.dtype)
+    t = torch.stack([torch.full((1,), float(s), dtype=torch.bfloat16)[0] for s in sigmas])
+    return t * 1000.0, bfl_timestep_embedding(t, 256)
+
+
+def bfl_timestep_embedding(
+    t: Any, dim: int, max_period: int = 10000, time_factor: float = 1000.0
+) -> Any:
+    """black-forest-labs/flux 802fb47, ``src/flux/modules/layers.py``, as written."""
+    torch = lib("torch")
+    t = time_factor * t
+    half = dim // 2
+    freqs = torch.exp(
+        -math.log(max_period) * torch.arange(start=0, end=half, dtype=torch.float32) / half
+    ).to(t.device)
+    args = t[:, None].float() * freqs[None]
+    embedding = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    if dim % 2:
+        embedding = torch.cat([embedding, torch.zeros_like(embedding[:, :1])], dim=-1)
+    if torch.is_floating_point(t):
+        embedding = embedding.to(t)
+    return embedding
+
+
+def test_flux_sampler_s_timesteps_and_embeddings(service: httpx.Client) -> None:
+    sigmas = sampler_sigmas()
+    received, embedding = flux_reference(sigmas)
+    key = timestep.preset_key(256, "flux", {}, "library", "float32")
+    np.testing.assert_array_equal(timestep.received(key, sigmas), received.float().numpy())
+    ours = at(service, "dim=256&preset=flux", sigmas)
+    # the reference returns bfloat16 (embedding.to(t)): ours rounded so, equal where the
+    # float32 functions agree
+    narrowed = timestep._narrowed(ours, "bfloat16")
+    share = float((narrowed == embedding.float().numpy()).mean())
+    FIGURES["flux/256 (bfloat16 answer)"] = {"entries": int(ours.size), "bit_for_bit": share}
+    assert share > 0.99
+    measure(
+        "flux/256",
+        ours,
+        diffusers_embedding(timestep.TimestepKey(256, True, 0.0), received.float().numpy()),
+    )
+
+
+def test_flux_diffusers_pipeline_s_three_roundings(service: httpx.Client) -> None:
+    torch = lib("torch")
+    embeddings = lib("diffusers.models.embeddings")
+    sigmas = sampler_sigmas()
+    t = torch.tensor(sigmas * 1000, dtype=torch.float32)  # the scheduler's timesteps
+    passed = t.to(torch.bfloat16) / 1000  # pipeline_flux.py: timestep / 1000
+    received = passed.to(torch.bfloat16) * 1000  # transformer_flux.py
+    key = timestep.preset_key(256, "flux-diffusers", {}, "library", "float32")
+    np.testing.assert_array_equal(
+        timestep.received(key, t.double().numpy()), received.float().numpy()
+    )
+    with torch.no_grad():
+        reference = embeddings.Timesteps(256, True, 0)(received).numpy()
+    measure(
+        "flux-diffusers/256", at(service, "dim=256&preset=flux-diffusers", sigmas * 1000), reference
+    )
+    sampler, _ = flux_reference(sigmas)
+    FIGURES["flux against flux-diffusers"] = {
+        "sigmas": len(sigmas),
+        "timesteps_apart": int((sampler != received).sum()),
+        "largest_apart": float((sampler.float() - received.float()).abs().max()),
+    }
+
+
+def wan_embedding(dim: int, position: Any) -> Any:
+    """Wan-Video/Wan2.1 9737cba, ``wan/modules/model.py::sinusoidal_embedding_1d``."""
+    torch = lib("torch")
+    assert dim % 2 == 0
+    half = dim // 2
+    position = position.type(torch.float64)
+    sinusoid = torch.outer(position, torch.pow(10000, -torch.arange(half).to(position).div(half)))
+    return torch.cat([torch.cos(sinusoid), torch.sin(sinusoid)], dim=1)
+
+
+@pytest.mark.parametrize("dim", [256, 2])
+def test_wan_float64(service: httpx.Client, dim: int) -> None:
+    torch = lib("torch")
+    t = torch.arange(1000, dtype=torch.float32)
+    reference = wan_embedding(dim, t)
+    wide = served(service, f"max_len=1000&dim={dim}&preset=wan&dtype=float64")
+    np.testing.assert_allclose(wide, reference.numpy(), rtol=0, atol=2.0**-50)
+    FIGURES[f"wan/{dim} float64"] = {
+        "entries": int(wide.size),
+        "bit_for_bit": float((wide == reference.numpy()).mean()),
+    }
+    measure(
+        f"wan/{dim}",
+        served(service, f"max_len=1000&dim={dim}&preset=wan"),
+        reference.float().numpy(),
+    )
+
+
+def oracle(key: timestep.TimestepKey, t: float) -> list[Any]:
+    """A row to 50 digits at the received timestep ``t``."""
+    mpmath = lib("mpmath")
+    with mpmath.workdps(50):
+        half = key.dim // 2
+        exponent = [
+            -mpmath.log(key.max_period) * i / (half - mpmath.mpf(key.downscale_freq_shift))
+            for i in range(half)
+        ]
+        angles = [mpmath.mpf(key.scale) * mpmath.mpf(t) * mpmath.exp(e) for e in exponent]
+        sines, cosines = [mpmath.sin(a) for a in angles], [mpmath.cos(a) for a in angles]
+    row = cosines + sines if key.flip_sin_to_cos else sines + cosines
+    return row + [mpmath.mpf(0)] * (key.dim % 2)
+
+
+@pytest.mark.parametrize(
+    "preset", ["diffusers", "unet", "ddpm", "flux", "flux-diffusers", "wan", "qwen-image"]
+)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_exact_is_50_digit_arithmetic_rounded(
+    service: httpx.Client, preset: str, dtype: str
+) -> None:
+    mpmath = lib("mpmath")
+    key = timestep.preset_key(64, preset, {}, "exact", "float64")
+    given = np.array([0.0, 1.0, 0.5, 0.75, 0.9, 1 / 3, 17.0, 500.0, 750.0, 999.0, 12345.0])
+    ours = at(service, f"dim=64&preset={preset}&rounding=exact&dtype={dtype}", given)
+    largest = 0.0
+    for t, row in zip(timestep.received(key, given), ours, strict=True):
+        for value, true in zip(row, oracle(key, float(t)), strict=True):
+            if dtype == "float32":
+                bound = float(np.spacing(np.float32(abs(value)))) / 2
+            else:
+                bound = 2.0**-51
+            error = abs(mpmath.mpf(float(value)) - true)
+            assert error <= bound, (preset, t, value, true)
+            largest = max(largest, float(error / bound) if bound else 0.0)
+    FIGURES[f"exact {preset} {dtype}"] = {"largest_error_over_bound": largest}
