@@ -7,7 +7,13 @@ from typing import Final
 
 from service import handlers
 from service.encodings import timestep
-from service.schemas.timestep import TimestepDocument, TimestepQuery
+from service.schemas.hf_config import read_config
+from service.schemas.timestep import (
+    TimestepDocument,
+    TimestepFromConfig,
+    TimestepQuery,
+    timestep_query,
+)
 from service.web import declared
 
 TABLE: Final = declared.Declared(
@@ -26,6 +32,19 @@ TABLE: Final = declared.Declared(
     answer="The embeddings: (rows, dim).",
     shape="rows,dim",
     width_name="dim",
+    from_document=declared.FromDocument(
+        read=read_config,
+        fields=timestep_query,
+        query=TimestepFromConfig,
+        summary="A diffusers model's timestep embedding from its config.json (_class_name "
+        "and its fields); X-Config-Fields says which fields it read.",
+        operation_id="getTimestepTableFromConfig",
+        body="A diffusers model's config.json: UNet2DConditionModel, UNet2DModel, "
+        "FluxTransformer2DModel, SD3Transformer2DModel, PixArtTransformer2DModel, "
+        "WanTransformer3DModel, HunyuanVideoTransformer3DModel, CogVideoXTransformer3DModel, "
+        "QwenImageTransformer2DModel or AuraFlowTransformer2DModel.",
+        missing={"max_len": "give max_len (the scheduler's num_train_timesteps, 1000 for most)"},
+    ),
     positions=declared.Positions(
         summary="Timestep embeddings at posted real timesteps "
         '({"position_ids": [...]} of any finite numbers, or an .npy): one row each.',

@@ -102,6 +102,27 @@ EXAMPLES: Final = {
         {"ids": ("Four position ids", {"position_ids": [0, 1, 2, 4095]})},
         {"max_len": 4096, "head_dim": 128},
     ),
+    "getTimestepTableFromConfig": Example(
+        {
+            "flux.1-dev": (
+                "FLUX.1-dev's transformer config.json",
+                {
+                    "_class_name": "FluxTransformer2DModel",
+                    "attention_head_dim": 128,
+                    "axes_dims_rope": [16, 56, 56],
+                    "guidance_embeds": True,
+                    "in_channels": 64,
+                    "joint_attention_dim": 4096,
+                    "num_attention_heads": 24,
+                    "num_layers": 19,
+                    "num_single_layers": 38,
+                    "patch_size": 1,
+                    "pooled_projection_dim": 768,
+                },
+            )
+        },
+        {"max_len": 1000, "start": 990},
+    ),
     "getTimestepEmbeddingAt": Example(
         {
             "flux": (

@@ -10,7 +10,11 @@
   transcribed below) and diffusers' ``FluxPipeline`` (``t.expand().to(bfloat16)``, ``/ 1000``,
   the transformer's ``.to(bfloat16) * 1000``, ``Timesteps(256, True, 0)``) at 2,000 σ;
 - Wan2.1's ``sinusoidal_embedding_1d`` (Wan-Video/Wan2.1 9737cba, ``wan/modules/model.py``,
-  transcribed below) in float64, then ``.float()``.
+  transcribed below) in float64, then ``.float()``;
+- ``POST .../from-config`` of each diffusers class it reads, against the ``Timesteps``
+  modules of the class built from the same (tiny) config with ``from_config`` (random
+  weights, nothing downloaded): their width, flip, shift and scale, and their embedding of
+  timesteps 0..999.
 
 ``rounding=library`` follows the code operation by operation with correctly rounded float32
 exp, sin and cos where torch's are not: with torch's own exp, sin and cos put in their
@@ -97,9 +101,12 @@ def ulps(a: NDArray[np.float32], b: NDArray[np.float32]) -> NDArray[np.float64]:
     return np.abs(a.astype(np.float64) - b.astype(np.float64)) / unit.astype(np.float64)
 
 
-def measure(name: str, ours: NDArray[np.float32], reference: NDArray[np.float32]) -> None:
+def measure(
+    name: str, ours: NDArray[np.float32], reference: NDArray[np.float32], scale: float = 1.0
+) -> None:
     """The share of entries bit for bit and the largest difference, recorded under
-    ``name``; every entry within the float32 functions' error, carried by the angle."""
+    ``name``; every entry within the float32 functions' error, carried by the angle (up to
+    1000 times ``scale`` radians)."""
     assert ours.shape == reference.shape
     assert ours.dtype == reference.dtype == np.float32
     apart = ulps(ours, reference)
@@ -112,7 +119,7 @@ def measure(name: str, ours: NDArray[np.float32], reference: NDArray[np.float32]
         "largest_difference": float(difference.max(initial=0.0)),
     }
     # a frequency one ulp apart moves an angle of t (at most 1000) by 1000 * 2^-24
-    assert difference.max(initial=0.0) <= 1e-4
+    assert difference.max(initial=0.0) <= 1e-4 * scale
 
 
 def torch_functions(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,3 +343,153 @@ def test_exact_is_50_digit_arithmetic_rounded(
             assert error <= bound, (preset, t, value, true)
             largest = max(largest, float(error / bound) if bound else 0.0)
     FIGURES[f"exact {preset} {dtype}"] = {"largest_error_over_bound": largest}
+
+
+# each class's config, as small as its constructor allows
+TINY: Final[dict[str, dict[str, Any]]] = {
+    "UNet2DModel": {
+        "block_out_channels": [32, 64],
+        "down_block_types": ["DownBlock2D", "DownBlock2D"],
+        "up_block_types": ["UpBlock2D", "UpBlock2D"],
+        "norm_num_groups": 8,
+        "layers_per_block": 1,
+        "flip_sin_to_cos": False,
+        "freq_shift": 1,
+    },
+    "UNet2DConditionModel": {
+        "block_out_channels": [32, 64],
+        "down_block_types": ["DownBlock2D", "DownBlock2D"],
+        "up_block_types": ["UpBlock2D", "UpBlock2D"],
+        "norm_num_groups": 8,
+        "layers_per_block": 1,
+        "cross_attention_dim": 32,
+    },
+    "FluxTransformer2DModel": {
+        "num_layers": 1,
+        "num_single_layers": 1,
+        "attention_head_dim": 16,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 32,
+        "pooled_projection_dim": 32,
+        "in_channels": 4,
+        "axes_dims_rope": [4, 6, 6],
+    },
+    "SD3Transformer2DModel": {
+        "sample_size": 32,
+        "patch_size": 2,
+        "in_channels": 4,
+        "num_layers": 1,
+        "attention_head_dim": 8,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 32,
+        "caption_projection_dim": 16,
+        "pooled_projection_dim": 32,
+        "out_channels": 4,
+        "pos_embed_max_size": 32,
+    },
+    "WanTransformer3DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "out_channels": 4,
+        "text_dim": 16,
+        "freq_dim": 32,
+        "ffn_dim": 32,
+        "num_layers": 1,
+    },
+    "CogVideoXTransformer3DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "num_layers": 1,
+        "text_embed_dim": 16,
+        "time_embed_dim": 8,
+        "sample_width": 8,
+        "sample_height": 8,
+        "sample_frames": 5,
+    },
+    "QwenImageTransformer2DModel": {
+        "num_layers": 1,
+        "attention_head_dim": 8,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 16,
+        "in_channels": 4,
+        "axes_dims_rope": [2, 2, 4],
+    },
+    "PixArtTransformer2DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "num_layers": 1,
+        "sample_size": 8,
+        "patch_size": 2,
+        "cross_attention_dim": 16,
+        "caption_channels": 16,
+        "norm_type": "ada_norm_single",
+        "norm_num_groups": 8,
+    },
+    "HunyuanVideoTransformer3DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "out_channels": 4,
+        "num_layers": 1,
+        "num_single_layers": 1,
+        "num_refiner_layers": 1,
+        "text_embed_dim": 16,
+        "pooled_projection_dim": 16,
+        "rope_axes_dim": [2, 2, 4],
+    },
+    "AuraFlowTransformer2DModel": {
+        "sample_size": 8,
+        "patch_size": 2,
+        "in_channels": 4,
+        "num_mmdit_layers": 1,
+        "num_single_dit_layers": 1,
+        "attention_head_dim": 8,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 16,
+        "caption_projection_dim": 16,
+        "out_channels": 4,
+        "pos_embed_max_size": 16,
+    },
+}
+
+
+def test_every_class_read_is_built_here() -> None:
+    from service.schemas.timestep import CLASSES
+
+    assert set(CLASSES) == set(TINY)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_from_config_is_the_class_s_timesteps(service: httpx.Client, name: str) -> None:
+    torch = lib("torch")
+    diffusers = lib("diffusers")
+    embeddings = lib("diffusers.models.embeddings")
+    config = {"_class_name": name, **TINY[name]}
+    model = getattr(diffusers, name).from_config(TINY[name])
+    modules = [m for m in model.modules() if isinstance(m, embeddings.Timesteps)]
+    assert modules
+    answer = service.post(f"{TABLE}/from-config?max_len=1000&format=json", json=config)
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    for module in modules:
+        assert (
+            module.num_channels,
+            module.flip_sin_to_cos,
+            module.downscale_freq_shift,
+            module.scale,
+        ) == (
+            document["dim"],
+            document["flip_sin_to_cos"],
+            document["downscale_freq_shift"],
+            document["scale"],
+        )
+    t = torch.arange(1000, dtype=torch.float32)
+    if document["preset"] == "flux-diffusers":  # the pipeline's roundings first
+        t = (t.to(torch.bfloat16) / 1000).to(torch.bfloat16) * 1000
+    with torch.no_grad():
+        reference = modules[0](t).numpy()
+    ours = np.array(document["data"], dtype=np.float32)
+    measure(f"from-config {name}", ours, reference, scale=document["scale"])

@@ -116,3 +116,111 @@ def test_overflowing_angles_are_a_4xx_not_a_nan(http: httpx.Client) -> None:
     )
     problem = assert_problem(answer, 422)
     assert "scale" in {error["name"] for error in problem["errors"]}
+
+
+FROM_CONFIG = TABLE + "/from-config"
+
+
+@pytest.mark.parametrize(
+    ("config", "preset", "parameters", "fields"),
+    [
+        pytest.param(
+            {"_class_name": "FluxTransformer2DModel", "num_layers": 19},
+            "flux-diffusers",
+            {"dim": 256, "timestep_dtype": "bfloat16"},
+            "_class_name",
+            id="flux",
+        ),
+        pytest.param(
+            {"_class_name": "UNet2DConditionModel", "block_out_channels": [320, 640]},
+            "diffusers",
+            {"dim": 320, "flip_sin_to_cos": True, "downscale_freq_shift": 0.0},
+            "_class_name, time_embedding_type=positional, block_out_channels, "
+            "flip_sin_to_cos=True, freq_shift=0",
+            id="sd-unet-defaults",
+        ),
+        pytest.param(
+            {
+                "_class_name": "UNet2DModel",
+                "flip_sin_to_cos": False,
+                "freq_shift": 1,
+                "block_out_channels": [128, 256],
+            },
+            "diffusers",
+            {"dim": 128, "flip_sin_to_cos": False, "downscale_freq_shift": 1.0},
+            "_class_name, time_embedding_type=positional, block_out_channels, "
+            "flip_sin_to_cos, freq_shift",
+            id="ddpm-unet",
+        ),
+        pytest.param(
+            {"_class_name": "WanTransformer3DModel", "freq_dim": 256},
+            "unet",
+            {"dim": 256},
+            "_class_name, freq_dim",
+            id="wan",
+        ),
+        pytest.param(
+            {"_class_name": "CogVideoXTransformer3DModel", "num_attention_heads": 48},
+            "diffusers",
+            {"dim": 3072},
+            "_class_name, num_attention_heads, attention_head_dim=64, flip_sin_to_cos=True, "
+            "freq_shift=0",
+            id="cogvideox-5b",
+        ),
+        pytest.param(
+            {"_class_name": "QwenImageTransformer2DModel"},
+            "qwen-image",
+            {"dim": 256, "scale": 1000.0},
+            "_class_name",
+            id="qwen-image",
+        ),
+    ],
+)
+def test_from_config_reads_the_class_s_embedding(
+    http: httpx.Client,
+    config: dict[str, Any],
+    preset: str,
+    parameters: dict[str, Any],
+    fields: str,
+) -> None:
+    answer = http.post(f"{FROM_CONFIG}?max_len=4", json=config)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-config-fields"] == fields
+    document = answer.json()
+    assert document["preset"] == preset
+    assert {name: document[name] for name in parameters} == parameters
+    get = {name: document[name] for name in ("dim", "preset")}
+    given = timestep.PRESETS[preset].takes
+    extra = "".join(
+        f"&{name}={str(document[name]).lower()}" for name in given if name != "timestep_dtype"
+    )
+    same = http.get(f"{TABLE}?max_len=4&dim={get['dim']}&preset={preset}{extra}")
+    assert same.json()["data"] == document["data"]
+
+
+@pytest.mark.parametrize(
+    ("config", "name"),
+    [
+        pytest.param({"_class_name": "StableCascadeUNet"}, "_class_name", id="unknown-class"),
+        pytest.param({"in_channels": 4}, "_class_name", id="no-class"),
+        pytest.param(
+            {"_class_name": "UNet2DModel", "time_embedding_type": "fourier"},
+            "time_embedding_type",
+            id="fourier-weights",
+        ),
+        pytest.param(
+            {"_class_name": "UNet2DModel", "freq_shift": "1"}, "freq_shift", id="a-string"
+        ),
+    ],
+)
+def test_a_config_it_cannot_place_is_a_422_naming_the_field(
+    http: httpx.Client, config: dict[str, Any], name: str
+) -> None:
+    problem = assert_problem(http.post(f"{FROM_CONFIG}?max_len=4", json=config), 422)
+    assert name in {error["name"] for error in problem["errors"]}, problem
+
+
+def test_from_config_lists_the_classes_it_reads(http: httpx.Client) -> None:
+    problem = assert_problem(http.post(f"{FROM_CONFIG}?max_len=4", json={"_class_name": "X"}), 422)
+    assert "FluxTransformer2DModel" in problem["detail"]
+    assert "UNet2DConditionModel" in problem["detail"]

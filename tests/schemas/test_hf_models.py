@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from service.errors import InvalidInput
-from service.schemas import hf_config, hf_layers, hf_models, hf_rope, llama4, mrope_layout
+from service.schemas import (
+    hf_config,
+    hf_layers,
+    hf_models,
+    hf_rope,
+    llama4,
+    mrope_layout,
+    timestep,
+)
 from service.schemas.hf_config import INTEGER, NUMBER, NUMBERS, Reader
 from service.schemas.hf_models import ModelType
 
@@ -23,7 +31,7 @@ def declared(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_field_type_is_a_readers_declaration() -> None:
     """The types a config's fields are checked against are the union of the readers'."""
-    union = {**hf_rope.FIELDS, **hf_layers.FIELDS, **llama4.FIELDS}
+    union = {**hf_rope.FIELDS, **hf_layers.FIELDS, **llama4.FIELDS, **timestep.FIELDS}
     assert union == hf_config._TYPES
     assert hf_config._TYPES["no_rope_layers"] is NUMBERS
     assert hf_config._TYPES["num_hidden_layers"] is INTEGER
