@@ -493,3 +493,21 @@ def test_from_config_is_the_class_s_timesteps(service: httpx.Client, name: str) 
         reference = modules[0](t).numpy()
     ours = np.array(document["data"], dtype=np.float32)
     measure(f"from-config {name}", ours, reference, scale=document["scale"])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("factor", [1.0, 1000.0, 0.001])
+def test_timesteps_are_cast_and_multiplied_as_torch_does(dtype: str, factor: float) -> None:
+    """float64 timesteps cast to the dtype (torch goes through float32: a double just past
+    a tie of the narrow type rounds as the float32 tie does), then times the factor in it."""
+    torch = lib("torch")
+    largest = 60 if dtype == "float16" and factor > 1 else 2000
+    given = np.random.default_rng(0).uniform(0, largest, 10_000)
+    ties = [1 + 2.0**-8 + 2.0**-40, 1 + 2.0**-11 + 2.0**-40, 750.0, 0.9, 999.5]
+    given = np.concatenate([given, ties])
+    if dtype == "float16":
+        given = given[given * factor < 65000]  # float16 ends at 65504
+    narrow = torch.tensor(given, dtype=torch.float64).to(getattr(torch, dtype))
+    expected = (factor * narrow).float().numpy()  # sampling.py's time_factor * t
+    key = timestep.TimestepKey(4, time_factor=factor, timestep_dtype=dtype)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(timestep.received(key, given), expected)
