@@ -20,6 +20,7 @@ from posenc_client._encoding import (
     RotaryLayers,
     Rounding,
     Scaling,
+    TimestepDType,
     Value,
     comparison_table,
     read_config,
@@ -131,6 +132,69 @@ class Models:
         layers the scales are for); ``None`` where the config does not say."""
         request = given(locals(), parameters)
         return await self._send(_wire.temperature_from_config(read_config(config), request))
+
+    async def timestep(
+        self,
+        max_len: int,
+        dim: int,
+        *,
+        preset: str | None = None,
+        flip_sin_to_cos: bool | None = None,
+        downscale_freq_shift: float | None = None,
+        scale: float | None = None,
+        max_period: float | None = None,
+        time_factor: float | None = None,
+        timestep_dtype: TimestepDType | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """Diffusion timestep embeddings of timesteps ``0 .. max_len-1``, ``(rows, dim)``:
+        diffusers' ``get_timestep_embedding`` under its parameters' names, FLUX's
+        ``time_factor``, the timesteps' dtype, or a ``preset`` (``unet``, ``flux``, ...)."""
+        return await self._send(_wire.timestep(given(locals(), parameters)))
+
+    async def timestep_positions(
+        self,
+        position_ids: ArrayLike,
+        *,
+        dim: int,
+        preset: str | None = None,
+        flip_sin_to_cos: bool | None = None,
+        downscale_freq_shift: float | None = None,
+        scale: float | None = None,
+        max_period: float | None = None,
+        time_factor: float | None = None,
+        timestep_dtype: TimestepDType | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """The timestep embeddings of ``position_ids``, any finite timesteps ``(N,)`` (σ
+        for ``preset="flux"``, σ·1000 for ``"flux-diffusers"``), ``(N, dim)``; the
+        parameters as for :meth:`timestep`."""
+        request = given(locals(), parameters)
+        return await self._send(_wire.timestep_positions(position_ids, request))
+
+    async def timestep_from_config(
+        self,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
+        *,
+        max_len: int,
+        start: int | None = None,
+        stop: int | None = None,
+        timestep_dtype: TimestepDType | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """A diffusers model's timestep embeddings ``(rows, width)`` from its
+        ``config.json`` (its ``_class_name``: the UNets, FLUX, SD3, PixArt, Wan, ...), as
+        :meth:`from_config` takes it."""
+        request = given(locals(), parameters)
+        return await self._send(_wire.timestep_from_config(read_config(config), request))
 
     async def audit(
         self,

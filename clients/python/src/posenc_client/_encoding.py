@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 Array = NDArray[Any]
 DType = Literal["float32", "float64", "float16"]
 Rounding = Literal["library", "exact"]
+TimestepDType = Literal["float32", "bfloat16", "float16"]
 Layout = Literal["interleaved", "split"]
 Convention = Literal["half", "interleaved"]
 Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3"]

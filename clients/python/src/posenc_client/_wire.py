@@ -43,6 +43,7 @@ ROTARY: Final = "/v1/encodings/rotary"
 FROM_CONFIG: Final = ROTARY + "/from-config"
 POSITIONS: Final = ROTARY + "/positions"
 TEMPERATURE: Final = "/v1/encodings/temperature"
+TIMESTEP: Final = "/v1/encodings/timestep"
 MROPE: Final = "/v1/positions/mrope"
 ALIBI: Final = "/v1/biases/alibi"
 AUDIT: Final = "/v1/audit"
@@ -155,6 +156,29 @@ def temperature_from_config(
     params = query({**given, "format": "npy"})
     path = TEMPERATURE + "/from-config"
     return Call("POST", path, decode, params, write_config(config), {"content-type": JSON})
+
+
+def timestep(given: Mapping[str, Value]) -> Call[Array]:
+    return Call("GET", TIMESTEP, array_of, query({**given, "format": "npy"}))
+
+
+def timestep_positions(position_ids: ArrayLike, given: Mapping[str, Value]) -> Call[Array]:
+    """``POST /v1/encodings/timestep/positions`` with the timesteps as an ``.npy`` (any
+    finite numbers; integers as float64), ``max_len`` 1 unless given (the table's, unused
+    at posted timesteps)."""
+    ids = np.asarray(position_ids)
+    if ids.dtype.kind in "iu":
+        ids = ids.astype(np.float64)
+    params = query({"max_len": 1, **given, "format": "npy"})
+    path = TIMESTEP + "/positions"
+    return Call("POST", path, array_of, params, write_npy(ids), {"content-type": NPY})
+
+
+def timestep_from_config(config: Config, given: Mapping[str, Value]) -> Call[Array]:
+    """``POST /v1/encodings/timestep/from-config`` with a diffusers model's ``config.json``."""
+    params = query({**given, "format": "npy"})
+    path = TIMESTEP + "/from-config"
+    return Call("POST", path, array_of, params, write_config(config), {"content-type": JSON})
 
 
 def apply(
