@@ -145,6 +145,42 @@ export interface TemperatureParams extends Params {
   dtype?: DType;
 }
 
+/** A diffusion timestep embedding's parameters, under diffusers' names; a preset fixes a
+ * model's (only "diffusers" takes every one; every preset takes `timestepDtype`). */
+export interface TimestepParams extends Params {
+  maxLen: number;
+  dim: number;
+  preset?:
+    | "diffusers"
+    | "unet"
+    | "guided-diffusion"
+    | "ddpm"
+    | "flux"
+    | "flux-diffusers"
+    | "wan"
+    | "qwen-image";
+  flipSinToCos?: boolean;
+  downscaleFreqShift?: number;
+  scale?: number;
+  maxPeriod?: number;
+  timeFactor?: number;
+  timestepDtype?: "float32" | "bfloat16" | "float16";
+  start?: number;
+  stop?: number;
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
+/** What a diffusers config.json does not say. */
+export interface TimestepFromConfigParams extends Params {
+  maxLen: number;
+  start?: number;
+  stop?: number;
+  timestepDtype?: "float32" | "bfloat16" | "float16";
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
 /** What a Llama 4 config.json does not say. */
 export interface TemperatureFromConfigParams extends Params {
   /** Default: the config's max_position_embeddings. */
@@ -372,6 +408,15 @@ export class Client {
   temperature(params: TemperatureParams): Promise<Tensor>;
   /** `POST /v1/encodings/temperature/from-config`. */
   temperatureFromConfig(config: Config, params?: TemperatureFromConfigParams): Promise<Temperature>;
+  /** `GET /v1/encodings/timestep`: diffusion timestep embeddings, `[rows, dim]`. */
+  timestep(params: TimestepParams): Promise<Tensor>;
+  /** `POST /v1/encodings/timestep/positions`: at any finite timesteps, `[N, dim]`. */
+  timestepPositions(
+    timesteps: ArrayLike<number>,
+    params: Omit<TimestepParams, "maxLen" | "start" | "stop"> & { maxLen?: number },
+  ): Promise<Tensor>;
+  /** `POST /v1/encodings/timestep/from-config`: a diffusers model's, from its config.json. */
+  timestepFromConfig(config: Config, params: TimestepFromConfigParams): Promise<Tensor>;
   alibiSlopes(params: SlopesParams): Promise<Tensor>;
   alibiBias(params: BiasParams): Promise<Tensor>;
   apply(tensor: Tensor, params?: ApplyParams): Promise<Tensor>;

@@ -469,6 +469,32 @@ export class Client {
     return { scales: column(only(decoded)), layerTypes: namesOf(headers.get("x-layer-types")) };
   }
 
+  /** Diffusion timestep embeddings of timesteps 0 .. maxLen-1, `[rows, dim]`: diffusers'
+   * get_timestep_embedding under its parameters' names (`flipSinToCos`,
+   * `downscaleFreqShift`, `scale`, `maxPeriod`), FLUX's `timeFactor`, `timestepDtype`, or
+   * a model's `preset` ("unet", "flux", "wan", ...). */
+  async timestep(params) {
+    return only(await this.encoding("timestep", params));
+  }
+
+  /** The timestep embeddings of any finite timesteps `[N]` (σ for preset "flux", σ·1000
+   * for "flux-diffusers"), `[N, dim]`; `params` as `timestep` takes them (`maxLen` 1 unless
+   * given: the table's, unused at posted timesteps). */
+  async timestepPositions(timesteps, params) {
+    const body = JSON.stringify({ position_ids: idsOf(timesteps) });
+    const init = { body, headers: { "content-type": "application/json" } };
+    const path = "/v1/encodings/timestep/positions";
+    return only(await this.tensor("POST", path, { maxLen: 1, ...params }, init));
+  }
+
+  /** A diffusers model's timestep embeddings `[rows, width]` from its config.json (its
+   * `_class_name`: the UNets, FLUX, SD3, PixArt, Wan, ...), as `fromConfig` takes it. */
+  async timestepFromConfig(config, params) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    const path = "/v1/encodings/timestep/from-config";
+    return only(await this.tensor("POST", path, params, init));
+  }
+
   /** The ALiBi slopes of `numHeads` heads. */
   async alibiSlopes(params) {
     return only(await this.tensor("GET", "/v1/biases/alibi/slopes", params));
