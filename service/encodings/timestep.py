@@ -264,9 +264,6 @@ PRESETS: Final[Mapping[str, Preset]] = {
         ),
     )
 }
-PresetName = Literal[
-    "diffusers", "unet", "guided-diffusion", "ddpm", "flux", "flux-diffusers", "wan", "qwen-image"
-]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,13 +4,13 @@ parameters, the timesteps as models receive them (FLUX's bfloat16 hop), and refu
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, get_args
 
 import mpmath
 import numpy as np
 import pytest
 
-from service.encodings import registry, timestep
+from service.encodings import registry
 from service.encodings.timestep import PRESETS, TimestepKey, at, preset_key, received
 from service.errors import InvalidParameter
 
@@ -169,8 +169,13 @@ def test_each_preset_s_parameters(name: str, settings: dict[str, Any]) -> None:
     assert PRESETS[name].sources
 
 
-def test_presets_are_the_listed_names() -> None:
-    assert tuple(PRESETS) == timestep.PresetName.__args__  # type: ignore[attr-defined]
+def test_the_query_offers_the_table_s_presets() -> None:
+    """The query's ``preset`` names are made from :data:`PRESETS`, in its order."""
+    from service.schemas.timestep import TimestepQuery
+
+    field = TimestepQuery.model_fields["preset"]
+    assert get_args(field.annotation) == tuple(PRESETS)
+    assert field.default == "diffusers"
 
 
 def test_wan_computes_in_float64() -> None:
