@@ -86,7 +86,10 @@ def _posts() -> list[Any]:
 
 
 # a query the route takes, so that the body is what it refuses
-_QUERIES = {"/v1/encodings/rotary/positions": "?max_len=4&head_dim=4"}
+_QUERIES = {
+    "/v1/encodings/rotary/positions": "?max_len=4&head_dim=4",
+    "/v1/encodings/timestep/positions": "?max_len=1&dim=4",
+}
 
 
 @pytest.mark.parametrize(
