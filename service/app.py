@@ -13,6 +13,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import __version__, preload
+from service.encodings import kernels
 from service.inference.serving import grpc_serving
 from service.metrics import Telemetry
 from service.middleware.cors import Cors, blanket_headers
@@ -80,6 +81,7 @@ def create_app(
     Raises ``ValueError`` for a ``PE_PRELOAD`` that is malformed or over the limits.
     """
     settings = from_environment() if settings is None else settings
+    kernels.use(settings.library_engine)
     served = [*FAMILIES, *families]
     # the families known to the registry; compare last, as it always was, for all of them
     routers = [*ROUTERS, *map(router, families), compare.router(served)]

@@ -9,6 +9,7 @@ what it takes."""
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
 import re
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.arrays import POSITION_CEILING as POSITION_CEILING
+from service.encodings import kernels
 
 MiB: Final = 1 << 20
 # an origin as browsers send it: scheme://host[:port], nothing after
@@ -87,6 +89,10 @@ class Settings(BaseSettings):
     # who may read answers from a page of another origin (CORS): "*" (the default: the
     # data is public and read-only), origins separated by commas, or "" for none
     cors_origins: str = "*"
+    # what computes rounding=library where the library is torch: torch's own CPU kernels
+    # (bitwise; the torch extra), numpy's correctly rounded functions (within an ulp), or
+    # torch when it imports
+    library_engine: kernels.Choice = "auto"
 
     @field_validator("cors_origins")
     @classmethod
@@ -119,6 +125,15 @@ class Settings(BaseSettings):
                 f"PE_POSTED_BYTES={self.posted_bytes} is less than the largest body a request "
                 f"may post ({largest}, PE_MAX_BODY_BYTES or PE_MAX_CONFIG_BYTES): such a body "
                 "would always be refused; raise it, or lower the other"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _engine(self) -> Settings:
+        if self.library_engine == "torch" and importlib.util.find_spec("torch") is None:
+            raise ValueError(
+                "PE_LIBRARY_ENGINE='torch' is not valid: torch is not installed (the torch "
+                "extra: pip install '.[torch]'); give auto or numpy"
             )
         return self
 

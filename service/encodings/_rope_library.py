@@ -5,8 +5,9 @@ computes, every intermediate rounded where torch rounds it, and the cos and sin 
 in float32, cos and sin in float32, times the attention factor in float32).
 
 torch's float32 ``pow``, ``cos`` and ``sin`` are within an ulp, not correctly rounded:
-here each is the float64 function of the float32 arguments, rounded once. A Python
-number meets a float32 tensor as a float32, as in torch.
+here they are the library engine's (:mod:`.kernels`), torch's own with the torch engine,
+else the float64 function of the float32 arguments, rounded once. A Python number meets a
+float32 tensor as a float32, as in torch.
 
 One function a scaling, ``(base, rotary_dim, resolved parameters)`` to the inverse
 frequencies; :data:`.scalings.RULES` names each scaling's.
@@ -21,18 +22,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from service.encodings import kernels
 from service.errors import InvalidParameter
 
 F32 = np.float32
 Float32Array = NDArray[np.float32]
 
 
-def _pow(base: float | Float32Array, exponent: float | Float32Array) -> Float32Array:
-    """float32 ``base ** exponent`` (both rounded to float32 first), rounded once."""
-    wide = np.power(
-        np.asarray(base, F32).astype(np.float64), np.asarray(exponent, F32).astype(np.float64)
-    )
-    return np.asarray(wide.astype(F32))
+def _pow(base: float | Float32Array, exponent: Float32Array) -> Float32Array:
+    """float32 ``base ** exponent`` (both rounded to float32 first): the exponents are the
+    whole vector transformers makes, as torch's bits depend on it (:mod:`.kernels`)."""
+    return kernels.pow(base, exponent)
 
 
 def _reciprocal(x: Float32Array) -> Float32Array:
@@ -144,8 +144,7 @@ def cos_sin(
     """``cos`` and ``sin`` of ``position.float() * inv_freq`` in float32, times the
     attention factor in float32 (when it is not 1)."""
     angles = positions.astype(F32)[:, None] * inverse[None, :]
-    wide = angles.astype(np.float64)
-    cos, sin = np.cos(wide).astype(F32), np.sin(wide).astype(F32)
+    cos, sin = kernels.cos(angles), kernels.sin(angles)
     if attention != 1:
         cos *= F32(attention)
         sin *= F32(attention)

@@ -26,7 +26,7 @@ from typing import Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact, _rope_library, engines, scalings
+from service.encodings import _exact, _rope_library, engines, kernels, scalings
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
@@ -120,9 +120,14 @@ def frequencies(key: RotaryKey) -> tuple[_exact.Float64Array, _exact.Float64Arra
     return scalings.exact_frequencies(key.scaling, key.base, key.rotary_dim, key.params)
 
 
-@functools.lru_cache(maxsize=64)  # at most 64 x 8,192 float32
 def library_frequencies(key: RotaryKey) -> NDArray[np.float32]:
-    """The float32 inverse frequencies transformers computes for the key."""
+    """The float32 inverse frequencies transformers computes for the key (with the
+    library engine's pow)."""
+    return _library_frequencies(key, kernels.label())
+
+
+@functools.lru_cache(maxsize=64)  # at most 64 x 8,192 float32
+def _library_frequencies(key: RotaryKey, engine: str) -> NDArray[np.float32]:
     return scalings.library_frequencies(key.scaling, key.base, key.rotary_dim, key.params)
 
 

@@ -16,11 +16,11 @@ timesteps are taken by :func:`at`.
 ``rounding=library`` is the named code's arithmetic operation by operation: float32 for
 diffusers, DiT, guided-diffusion and FLUX (``f32(-ln P) * i``, the division, exp, the
 product, the scale, sin and cos each rounded to float32), float64 for Wan's upstream
-``sinusoidal_embedding_1d`` (cast to the answer's dtype at the end). torch's float32 exp,
-sin and cos are not correctly rounded; here each is correctly rounded (as the sinusoidal
-family's library path, :mod:`service.encodings._library`), so an entry may differ from
-torch's by an ulp (about 5 % of a float32 table's entries; the conformance tests measure
-it). ``rounding=exact``: the real-valued formula at the received timesteps (double-double
+``sinusoidal_embedding_1d`` (cast to the answer's dtype at the end). The float32 exp, sin
+and cos are the library engine's (:mod:`service.encodings.kernels`): torch's own with the
+torch engine (bit for bit), else correctly rounded, where torch's are not, so an entry may
+differ from torch's by an ulp (about 5 % of a float32 table's entries; the conformance
+tests measure it). ``rounding=exact``: the real-valued formula at the received timesteps (double-double
 angles, :mod:`service.encodings._exact`), each entry rounded once.
 """
 
@@ -34,7 +34,7 @@ from typing import Any, Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact, _library
+from service.encodings import _exact, _library, kernels
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
@@ -395,15 +395,16 @@ def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
 
 
 def _library32(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
-    """diffusers' float32 arithmetic, each step rounded where torch rounds it."""
+    """diffusers' float32 arithmetic, each step rounded where torch rounds it, exp, sin and
+    cos the engine's (:mod:`.kernels`)."""
     half = key.half
     exponent = _library.f32(-math.log(key.max_period)) * np.arange(half).astype(F32)
     exponent = exponent / _library.f32(half - key.downscale_freq_shift)
-    frequencies = _library.exp32(exponent)
+    frequencies = kernels.exp(exponent)
     with np.errstate(over="ignore", invalid="ignore"):
         angles = t[:, None] * frequencies[None, :]
         angles = _library.f32(key.scale) * angles
-        return _library.sincos(angles)
+        return kernels.sin(angles), kernels.cos(angles)
 
 
 def _library64(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:

@@ -14,6 +14,7 @@ import pytest
 from numpy.typing import NDArray
 
 from service.app import create_app
+from service.encodings import kernels
 from service.settings import Settings
 from tests.support import ROOT, in_process
 
@@ -93,6 +94,24 @@ def record() -> Iterator[Record]:
         "rounding=exact against mpmath, half a float32 ulp + 2^-50 |x| + 2^-100 |angle| "
         "(float32) or 2^-51 (float64; both times mlx's scale).\n\n" + table
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def torch_engine() -> None:
+    """The torch engine (:mod:`service.encodings.kernels`): the libraries' own kernels, as
+    the service picks them where torch imports; it fails where torch does not."""
+    kernels.use("torch")
+
+
+@pytest.fixture
+def numpy_engine() -> Iterator[None]:
+    """The numpy engine (correctly rounded functions) for one test; then torch's again. Its
+    tests call the encodings directly: the session's service keeps its cache of torch's."""
+    kernels.use("numpy")
+    try:
+        yield
+    finally:
+        kernels.use("torch")
 
 
 @pytest.fixture(scope="session")

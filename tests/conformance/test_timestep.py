@@ -16,11 +16,12 @@
   weights, nothing downloaded): their width, flip, shift and scale, and their embedding of
   timesteps 0..999.
 
-``rounding=library`` follows the code operation by operation with correctly rounded float32
-exp, sin and cos where torch's are not: with torch's own exp, sin and cos put in their
-place it is the library bit for bit (asserted); as served, the share of entries that are
-bit for bit, and the largest difference in float32 ulps of the reference entry, are
-measured and written to ``artifacts/conformance-timestep.json``. ``rounding=exact`` is
+``rounding=library`` follows the code operation by operation with the library engine's exp,
+sin and cos (``service.encodings.kernels``): with the torch engine, the service's engine
+where torch imports, every float32 table is the library's bit for bit (asserted); with the
+numpy engine (correctly rounded functions) the share of entries that are bit for bit, and
+the largest difference in float32 ulps of the reference entry, are measured and written to
+``artifacts/conformance-timestep.json``. ``rounding=exact`` is
 within half a float32 ulp (float64: 2^-51) of 50-digit arithmetic (mpmath)."""
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from service.encodings import _library, timestep
+from service.encodings import _library, kernels, timestep
 from tests.support import ROOT
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
@@ -102,11 +103,16 @@ def ulps(a: NDArray[np.float32], b: NDArray[np.float32]) -> NDArray[np.float64]:
 
 
 def measure(
-    name: str, ours: NDArray[np.float32], reference: NDArray[np.float32], scale: float = 1.0
+    name: str,
+    ours: NDArray[np.float32],
+    reference: NDArray[np.float32],
+    scale: float = 1.0,
+    bitwise: bool = True,
 ) -> None:
     """The share of entries bit for bit and the largest difference, recorded under
-    ``name``; every entry within the float32 functions' error, carried by the angle (up to
-    1000 times ``scale`` radians)."""
+    ``name``; every entry bit for bit with the torch engine where ``bitwise``, else within
+    the float32 functions' error, carried by the angle (up to 1000 times ``scale``
+    radians)."""
     assert ours.shape == reference.shape
     assert ours.dtype == reference.dtype == np.float32
     apart = ulps(ours, reference)
@@ -120,22 +126,8 @@ def measure(
     }
     # a frequency one ulp apart moves an angle of t (at most 1000) by 1000 * 2^-24
     assert difference.max(initial=0.0) <= 1e-4 * scale
-
-
-def torch_functions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The library path's exp, sin and cos made torch's own."""
-    torch = lib("torch")
-
-    def exp32(x: NDArray[np.float32]) -> NDArray[np.float32]:
-        out: NDArray[np.float32] = torch.exp(torch.from_numpy(np.ascontiguousarray(x))).numpy()
-        return out
-
-    def sincos(angles: NDArray[Any]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        tensor = torch.from_numpy(np.ascontiguousarray(angles, np.float32))
-        return torch.sin(tensor).numpy(), torch.cos(tensor).numpy()
-
-    monkeypatch.setattr(_library, "exp32", exp32)
-    monkeypatch.setattr(_library, "sincos", sincos)
+    if bitwise and kernels.engine() == "torch":
+        np.testing.assert_array_equal(ours, reference)
 
 
 def timesteps_of(preset: str) -> NDArray[np.float64]:
@@ -194,14 +186,15 @@ def test_library_is_diffusers_function_and_module(
 
 
 @pytest.mark.parametrize(("preset", "dim"), CALLED)
-def test_library_with_torch_s_functions_is_bit_for_bit(
-    monkeypatch: pytest.MonkeyPatch, preset: str, dim: int
-) -> None:
+@pytest.mark.usefixtures("numpy_engine")
+def test_library_without_torch_is_within_an_ulp(preset: str, dim: int) -> None:
+    """The numpy engine: correctly rounded exp, sin and cos in diffusers' order, each entry
+    within the float32 functions' error of torch's; the share that differs is measured."""
     key = timestep.preset_key(dim, preset, {}, "library", "float32")
     t = timesteps_of(preset)
     reference = diffusers_embedding(key, t)
-    torch_functions(monkeypatch)
-    np.testing.assert_array_equal(timestep.at(key, t), reference)
+    ours = timestep.at(key, t)
+    measure(f"numpy engine {preset}/{dim}", ours, reference, bitwise=False)
 
 
 def sampler_sigmas() -> NDArray[np.float64]:
