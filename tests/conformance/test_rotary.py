@@ -50,7 +50,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from service.encodings import registry, rotary
+from service.encodings import kernels, registry, rotary
 from service.encodings.rotary import RotaryKey
 from service.schemas.rotary import RotaryTableQuery
 from tests.conformance import reference
@@ -376,6 +376,8 @@ class Measured:
     """Largest differences by (comparison, label, part)."""
 
     rows: dict[tuple[str, str, str], Largest] = field(default_factory=dict)
+    # the numpy engine's entries apart from transformers' and all its entries compared
+    apart: list[int] = field(default_factory=lambda: [0, 0])
 
     def add(
         self,
@@ -405,6 +407,12 @@ class Measured:
             lines.append(
                 f"| {comparison} | {label} | {part} | {largest.value:.3g} | {largest.where} "
                 f"| {ratio} |"
+            )
+        apart, entries = self.apart
+        if entries:
+            lines.append(
+                f"\nThe numpy engine (correctly rounded pow, cos, sin): {apart} of {entries} "
+                f"entries ({100 * apart / entries:.2f} %) apart from transformers'."
             )
         return "\n".join(lines) + "\n"
 
@@ -523,6 +531,8 @@ def test_library_tables_match_transformers(
     # rounded; measured, every difference is one of pow's and 1 ulp)
     ours_inv = rotary.library_frequencies(key).astype(np.float64)
     np.testing.assert_allclose(ours_inv, theirs.inv_freq, rtol=LIBRARY_BOUND, atol=0)
+    # with the torch engine (torch's own pow, cos and sin) they are transformers' bit for bit
+    apart = {"inv_freq": int((ours_inv != theirs.inv_freq).sum())}
 
     angles = theirs.angles(positions)
     bound = LIBRARY_BOUND * (1 + np.abs(angles)) * max(1.0, theirs.attention)
@@ -546,7 +556,31 @@ def test_library_tables_match_transformers(
             excess = difference / bound[rows]
             if np.max(excess) > 1:
                 failures.append(_worst(where, positions[rows], ours, other, excess))
+            apart[f"{source} {part}"] = int((ours != other).sum())
     assert not failures, failures
+    if kernels.engine() == "torch":
+        assert not any(apart.values()), apart
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+@pytest.mark.usefixtures("numpy_engine")
+def test_library_without_torch_is_within_the_functions_error(
+    measured: Measured, case: Rope
+) -> None:
+    """The numpy engine: correctly rounded float32 pow, cos and sin in transformers' order,
+    within the bound of torch's; the share of entries apart is measured."""
+    positions = case.positions()
+    theirs = hf_table(case, positions)
+    key = case.key()
+    bound = LIBRARY_BOUND * (1 + np.abs(theirs.angles(positions))) * max(1.0, theirs.attention)
+    cos, sin = service_table(key, positions)
+    for part, ours, other in (("cos", cos, theirs.cos), ("sin", sin, theirs.sin)):
+        difference = np.abs(ours - other)
+        comparison = "library (numpy engine) vs transformers"
+        measured.add(comparison, case.scaling, part, difference, case.id, bound)
+        assert np.all(difference <= bound), (case.id, part)
+        measured.apart[0] += int((ours != other).sum())
+        measured.apart[1] += ours.size
 
 
 def test_llama_default_rope_ignores_partial_rotary_factor() -> None:
