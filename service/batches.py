@@ -86,6 +86,11 @@ def apply(
     # once the kernel has checked the batch; what it states depends on its shape alone
     stated = _stated(request, result, position_ids)
     said = {f"x-{name.replace('_', '-')}": str(value) for name, value in stated.items()}
+    engine = registry.library_engine(
+        request.key(int(embeddings.shape[-1]), request.kernel.dtype(embeddings))
+    )
+    if engine is not None:
+        said["x-library-engine"] = engine
     if result is embeddings and request.fmt == request.kind in ("npy", "raw"):
         # The body is the result (after the client's .npy header): send it back as is.
         npy = {"content-type": codecs.types.MEDIA_TYPES["npy"]}

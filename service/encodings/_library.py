@@ -3,7 +3,9 @@ a library computes for integer positions, with every intermediate rounded where 
 rounds it (numpy float32 operations are IEEE single precision, as torch's, TensorFlow's and
 mlx's are). The libraries' exp, pow, sin and cos are not correctly rounded (torch: about 1 %
 of float32 results one ulp off; mlx: several ulps): here each is the float64 function of the
-float32 argument, rounded once, which is within the library's own error of what it computes.
+float32 argument, rounded once, which is within the library's own error of what it computes;
+where the library is torch (the presets marked ``torch``) they are the library engine's
+(:mod:`.kernels`): torch's own with the torch engine, bit for bit.
 
 Each function takes the positions (int64, the start index already added) and returns the
 angles, one column per sine column, as float32 (or float64 for the libraries that compute in
@@ -18,6 +20,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from service.encodings import kernels
 
 F32 = np.float32
 Angles = NDArray[np.floating]
@@ -58,7 +62,7 @@ def pytorch_tutorial(positions: NDArray[np.int64], d: int, params: Params) -> An
     """``div_term = exp(arange(0, d, 2).float() * (-math.log(base) / d))``; ``position *
     div_term`` (int64 position times float32)."""
     scalar = F32(-math.log(params["base"]) / d)
-    div_term = exp32(np.arange(0, d, 2).astype(F32) * scalar)
+    div_term = kernels.exp(np.arange(0, d, 2).astype(F32) * scalar)
     return _times(positions, div_term)
 
 
@@ -88,7 +92,7 @@ def fairseq(positions: NDArray[np.int64], d: int, params: Params) -> Angles:
     MusicGen compute it)."""
     n = d // 2
     scalar = F32(-(math.log(params["base"]) / (n - 1)))
-    frequencies = exp32(np.arange(n).astype(F32) * scalar)
+    frequencies = kernels.exp(np.arange(n).astype(F32) * scalar)
     return _times(positions, frequencies)
 
 
@@ -115,7 +119,7 @@ def positional_encodings(positions: NDArray[np.int64], d: int, params: Params) -
     2).float() / channels))`` in float32; ``arange(x).float() * inv_freq``."""
     channels = 2 * math.ceil(d / 2)
     exponents = np.arange(0, channels, 2).astype(F32) / F32(channels)
-    inverse = F32(1.0) / pow32(f32(params["base"]), exponents)
+    inverse = F32(1.0) / kernels.pow(f32(params["base"]), exponents)
     return _times(positions, inverse)
 
 

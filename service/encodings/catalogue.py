@@ -81,6 +81,7 @@ PRESETS: Final[dict[str, Preset]] = {
             _library.pytorch_tutorial,
             (BASE,),
             _ROOT_D,
+            torch=True,
         ),
         Preset(
             "tf-tutorial",
@@ -157,6 +158,7 @@ PRESETS: Final[dict[str, Preset]] = {
             zero_row=PADDING_IDX.name,
             first_row=lambda params: int(params["padding_idx"]) + 1,
             aliases=("nllb", "m2m100", "m2m-100", "speech2text", "fsmt", "xglm"),
+            torch=True,
         ),
         Preset(
             "whisper",
@@ -173,6 +175,7 @@ PRESETS: Final[dict[str, Preset]] = {
             halves,
             _library.fairseq,
             (replace(BASE, description="max_timescale."),),
+            torch=True,
         ),
         Preset(
             "musicgen",
@@ -193,6 +196,7 @@ PRESETS: Final[dict[str, Preset]] = {
             _library.fairseq,
             (BASE,),
             aliases=("musicgen-melody",),
+            torch=True,
         ),
         Preset(
             "marian",
@@ -257,6 +261,7 @@ PRESETS: Final[dict[str, Preset]] = {
             powers("base", lambda d: 2 * math.ceil(d / 2)),
             _library.positional_encodings,
             (BASE,),
+            torch=True,
         ),
         Preset(
             "mlx",

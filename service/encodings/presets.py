@@ -93,6 +93,9 @@ class Preset:
     # what the library computes in, where it has its own arithmetic (float64: rounded to
     # float32 once at the end)
     computes_in: Literal["float32", "float64"] = "float32"
+    # whether the library computes with torch: its float32 exp, pow, sin and cos are then
+    # the library engine's (:mod:`.kernels`), torch's own with the torch engine
+    torch: bool = False
     # other names a client may give it: the models that use it, where no other preset's
     aliases: tuple[str, ...] = ()
 

@@ -28,6 +28,7 @@ from service.arrays import DTYPES as DTYPES
 from service.arrays import DType as DType
 from service.arrays import Rows as Rows
 from service.arrays import joined as joined
+from service.encodings import kernels
 from service.errors import InvalidParameter
 
 # library: the arithmetic of the library a family follows; exact: exact, rounded once
@@ -166,6 +167,10 @@ class Family(Generic[K]):
     # computed exactly before the block, and whose masks are -inf
     checked: bool = True
     audit: Audit[K] | None = None
+    # whether the key's numbers are computed with the library engine's functions
+    # (:mod:`.kernels`: a ``rounding=library`` path whose library is torch), so that its
+    # bytes depend on the engine
+    engine: Callable[[K], bool] = field(default=lambda key: False)
 
     def __post_init__(self) -> None:
         rows = (self.fill is not None, self.take is not None)
@@ -213,6 +218,14 @@ def audit(key: Key) -> Audit[Key]:
     if family.audit is None:
         raise TypeError(f"family {family.name} declares no audit record")
     return family.audit
+
+
+def library_engine(*keys: Key) -> str | None:
+    """The library engine whose functions compute any of ``keys`` (:func:`.kernels.label`),
+    as answers name it and their ETags count it; None where none of them needs one."""
+    if any(family_of(key).engine(key) for key in keys):
+        return kernels.label()
+    return None
 
 
 def row_bytes(key: Key) -> int:

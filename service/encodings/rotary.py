@@ -311,5 +311,6 @@ FAMILY: Final = register(
         preparation=preparation,
         arrays=("cos", "sin"),
         audit=AUDIT,
+        engine=lambda key: key.rounding == "library",
     )
 )

@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact, _library, presets
+from service.encodings import _exact, _library, kernels, presets
 from service.encodings.catalogue import PRESETS
 from service.encodings.registry import (
     DTYPES,
@@ -188,7 +188,12 @@ def _write(key: SinusoidalKey, positions: NDArray[np.int64], out: Rows) -> None:
     for first in range(0, len(positions), rows):
         part = positions[first : first + rows] + shift
         if library is not None:
-            s, c = _library.sincos(library(part, key.d_model, settings)[:, : key.pairs])
+            angles = library(part, key.d_model, settings)[:, : key.pairs]
+            s, c = (
+                (kernels.sin(angles), kernels.cos(angles))
+                if preset.torch
+                else _library.sincos(angles)
+            )
             if scale != 1:
                 s, c = s * np.float32(scale), c * np.float32(scale)
         else:
@@ -288,6 +293,21 @@ AUDIT: Final[Audit[SinusoidalKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64"),
     library=replacing(rounding="library", dtype="float32"),
 )
+def engine(key: SinusoidalKey) -> bool:
+    """Whether the key's table is computed with the library engine's functions: the
+    library path of a preset whose library is torch."""
+    return key.rounding == "library" and PRESETS[key.preset].torch
+
+
 FAMILY: Final = register(
-    Family("sinusoidal", SinusoidalKey, fill, take, bound, lambda key: key.shift, audit=AUDIT)
+    Family(
+        "sinusoidal",
+        SinusoidalKey,
+        fill,
+        take,
+        bound,
+        lambda key: key.shift,
+        audit=AUDIT,
+        engine=engine,
+    )
 )

@@ -477,4 +477,10 @@ def bound(key: TimestepKey) -> Bound:
     return Bound(1.0, ("scale", "time_factor", "timestep_dtype"))
 
 
-FAMILY: Final = register(Family("timestep", TimestepKey, fill, take, bound))
+def engine(key: TimestepKey) -> bool:
+    """Whether the key's table is computed with the library engine's exp, sin and cos: the
+    float32 library path."""
+    return key.rounding == "library" and PRESETS[key.preset].arithmetic == "float32"
+
+
+FAMILY: Final = register(Family("timestep", TimestepKey, fill, take, bound, engine=engine))

@@ -21,7 +21,7 @@ from service.codecs.types import FORMATS, MEDIA_TYPES, Headers
 from service.errors import ClientGone
 from service.limits import PATIENCE
 from service.runtime import Runtime
-from service.web.conditional import IMMUTABLE, matches
+from service.web.conditional import IMMUTABLE, matches, strong_etag
 from service.web.disconnect import unless_gone
 from service.web.negotiation import accepts_gzip, combined, preferred
 
@@ -71,7 +71,9 @@ class Plan(Generic[F]):
     elements a JSON answer is gzipped at (None: never). ``vary``: whether a negotiated
     answer says ``Vary: Accept`` (an immutable one says ``Accept-Encoding`` too, where
     gzip may apply). ``headers``: what it says besides (the fields a document's answer
-    read)."""
+    read). ``engine``: the library engine its numbers depend on
+    (:func:`service.encodings.registry.library_engine`), named in ``X-Library-Engine`` and
+    counted in its ETag, so that no cache mixes two engines' bytes."""
 
     offer: Offer[F]
     encode: Encode[F]
@@ -83,6 +85,13 @@ class Plan(Generic[F]):
     gzip_from: int | None = 0
     vary: bool = True
     headers: Mapping[str, str] = field(default_factory=dict)
+    engine: str | None = None
+
+    def tag(self, fmt: F, gzip: bool) -> str:
+        """The answer's ETag (:attr:`etag`, with the engine where there is one)."""
+        assert self.etag is not None
+        tag = self.etag(fmt, gzip)
+        return tag if self.engine is None else strong_etag(f"{tag}|{self.engine}".encode())
 
 
 async def answer(request: Request, runtime: Runtime, plan: Plan[F]) -> Response:
@@ -102,9 +111,11 @@ async def answer(request: Request, runtime: Runtime, plan: Plan[F]) -> Response:
         and accepts_gzip(combined(raw, b"accept-encoding"))
     )
     if plan.etag is not None:
-        headers = {"etag": plan.etag(fmt, gzip), "cache-control": IMMUTABLE, **plan.headers}
+        headers = {"etag": plan.tag(fmt, gzip), "cache-control": IMMUTABLE, **plan.headers}
     else:
         headers = {"cache-control": "no-store", **plan.headers}
+    if plan.engine is not None:
+        headers["x-library-engine"] = plan.engine
     vary = [
         name
         for name, varies in (

@@ -104,6 +104,8 @@ async def answer(
         if field not in DROPPED and field != "shape"
     }
     fields = {**described, "paths": paths, "bands": cuts}
+    # the library path, whatever the key's rounding: what the engine computes
+    engine = registry.library_engine(registry.audit(key).library(key))
 
     def check(fmt: AuditFormat) -> None:
         if fmt == "png":
@@ -120,6 +122,8 @@ async def answer(
         async with handlers.permit(runtime, cost.charge > QUICK_ELEMENTS):
             found = await runtime.compute(cost.charge, work)
         document = {"family": name, "parameters": described, "reference": REFERENCE, **found}
+        if engine is not None:
+            document["library_engine"] = engine
         if fmt == "json":
             return {}, orjson.dumps(document)
         picture = await anyio.to_thread.run_sync(
@@ -128,7 +132,7 @@ async def answer(
         return {}, picture
 
     offer = answers.Offer(FORMATS, query.format)
-    plan = answers.Plan(offer, encode, check=check, etag=etag, gzip_from=None)
+    plan = answers.Plan(offer, encode, check=check, etag=etag, gzip_from=None, engine=engine)
     return await answers.answer(request, runtime, plan)
 
 

@@ -135,7 +135,9 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             found = await _compared(runtime, a, b, start, stop, compare.cost(start, stop))
             return {}, orjson.dumps({"start": start, "stop": stop, **found})
 
-        return await answer(request, runtime, Plan(offer, encode, check=check, gzip_from=None))
+        engine = registry.library_engine(a.key, b.key)
+        plan = Plan(offer, encode, check=check, gzip_from=None, engine=engine)
+        return await answer(request, runtime, plan)
 
     routes.add_api_route(
         PATH,

@@ -17,6 +17,7 @@ from fastapi import Request, Response
 
 from service import codecs, handlers
 from service.codecs.types import Encoded, Format
+from service.encodings import registry
 from service.errors import InvalidParameter
 from service.runtime import Runtime
 from service.schemas.common import Read
@@ -100,5 +101,6 @@ async def response(
         json_hint=f"ask for {_BINARY}, or give layer_type",
         large=sum(block.nbytes for block in blocks.values()) > handlers.LARGE_ANSWER_BYTES,
         headers=said(read),
+        engine=registry.library_engine(*(block.key for block in blocks.values())),
     )
     return await answer(request, runtime, plan)

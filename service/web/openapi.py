@@ -68,6 +68,11 @@ APPLY_BODY: Final[dict[str, Any]] = {
         MEDIA_TYPES["raw"]: BINARY,
     },
 }
+LIBRARY_ENGINE: Final = (
+    "rounding=library where the library is torch: what computed its float32 exp, sin, cos "
+    "and pow (PE_LIBRARY_ENGINE), 'torch VERSION CAPABILITY' (torch's own CPU kernels: bit "
+    "for bit) or 'numpy' (correctly rounded: within an ulp). Absent where no engine is used."
+)
 TABLE_HEADERS: Final = {
     name: {"description": text, "schema": {"type": "string"}}
     for name, text in {
@@ -75,6 +80,7 @@ TABLE_HEADERS: Final = {
         "Cache-Control": "public, max-age=31536000, immutable: tables never change.",
         "X-Shape": "raw only: rows,cols of the block.",
         "X-Dtype": "raw only: float32, float64 or float16.",
+        "X-Library-Engine": LIBRARY_ENGINE,
     }.items()
 }
 APPLY_HEADERS: Final = {
@@ -84,6 +90,7 @@ APPLY_HEADERS: Final = {
         "X-Dtype": "raw only: float32, float64 or float16.",
         "X-Positions": "The positions used: FIRST..LAST table rows, or position_ids.",
         "X-Scale": "Additive encodings: the factor the embeddings were multiplied by.",
+        "X-Library-Engine": LIBRARY_ENGINE,
     }.items()
 }
 # the answers of an apply route, whichever family

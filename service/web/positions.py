@@ -88,6 +88,7 @@ def route(routes: APIRouter, declared: Declared[Any, Any], spec: Positions[Any])
                 json_hint="ask for format=npy",
                 large=count * registry.row_bytes(key) > handlers.LARGE_ANSWER_BYTES,
                 vary=False,  # a posted batch's answer is not kept
+                engine=registry.library_engine(key),
             )
             return await answer(request, runtime, plan)
 

@@ -12,6 +12,7 @@ from fastapi import Request, Response
 from service import batches, handlers
 from service.codecs import npz
 from service.codecs.types import FORMATS, MEDIA_TYPES, Encoded, Format, Headers
+from service.encodings import registry
 from service.encodings.registry import DType, Key
 from service.errors import InvalidParameter, ServiceError
 from service.limits import reserving
@@ -61,6 +62,7 @@ async def table_response(
         large=block.large,
         etag=lambda fmt, gzip: table_etag(tagged, fmt, gzip),
         gzip_from=handlers.GZIP_MIN_ELEMENTS,
+        engine=registry.library_engine(block.key),
     )
     return await answer(request, runtime, plan)
 
