@@ -7,7 +7,7 @@ column: row ``p`` is the scale at ``p``.
 
 ``library`` is transformers' float32 arithmetic (``positions.float()``: positions past
 2^24 are rounded first; the division, ``floor``, ``log1p``, the product and the sum each
-rounded to float32); ``exact`` is float64 arithmetic (the steps exact), rounded once.
+rounded to float32; ``log1p`` the library engine's, :mod:`.kernels`); ``exact`` is float64 arithmetic (the steps exact), rounded once.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.arrays import POSITION_CEILING
+from service.encodings import kernels
 from service.encodings.registry import (
     Audit,
     Bound,
@@ -64,8 +65,7 @@ def take(key: TemperatureKey, positions: NDArray[np.int64]) -> Rows:
     if key.rounding == "library":
         one = np.float32(1)
         steps = np.floor((positions.astype(np.float32) + one) / np.float32(key.floor_scale))
-        # log1p rounded once to float32, as torch's is; numpy's float32 log1p is not
-        logs = np.log1p(steps.astype(np.float64)).astype(np.float32)
+        logs = kernels.log1p(steps)  # the library engine's: torch's own, or correctly rounded
         scales = logs * np.float32(key.attn_scale) + one
     else:  # the steps exactly (integers), the rest in float64, rounded once below
         steps64 = np.floor((positions + 1) / key.floor_scale)
@@ -91,4 +91,14 @@ AUDIT: Final[Audit[TemperatureKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64"),
     library=replacing(rounding="library", dtype="float32"),
 )
-FAMILY: Final = register(Family("temperature", TemperatureKey, fill, take, bound, audit=AUDIT))
+FAMILY: Final = register(
+    Family(
+        "temperature",
+        TemperatureKey,
+        fill,
+        take,
+        bound,
+        audit=AUDIT,
+        engine=lambda key: key.rounding == "library",
+    )
+)
