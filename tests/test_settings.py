@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from service import settings as settings_module
 from service.settings import (
     POSITION_CEILING,
     Settings,
@@ -168,3 +169,27 @@ def test_every_setting_says_what_it_takes(name: str) -> None:
         assert accepted(name) is None
     else:
         assert accepted(name)
+
+
+def test_the_library_engine_is_auto_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PE_LIBRARY_ENGINE", raising=False)
+    assert Settings().library_engine == "auto"
+    monkeypatch.setenv("PE_LIBRARY_ENGINE", "numpy")
+    assert Settings().library_engine == "numpy"
+
+
+def test_a_malformed_library_engine_stops_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PE_LIBRARY_ENGINE", "cuda")
+    with pytest.raises(SettingsError) as caught:
+        from_environment()
+    assert str(caught.value) == "PE_LIBRARY_ENGINE='cuda' is not valid: one of auto, torch, numpy"
+
+
+def test_the_torch_engine_without_torch_stops_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings_module.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setenv("PE_LIBRARY_ENGINE", "torch")
+    with pytest.raises(SettingsError) as caught:
+        from_environment()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("PE_LIBRARY_ENGINE='torch' is not valid: torch is not installed")

@@ -103,7 +103,7 @@ def _torch_of(x: NDArray[Any]) -> Any:
     return _torch.from_numpy(np.ascontiguousarray(x, dtype=F32))
 
 
-def _narrow(x: NDArray[Any]) -> NDArray[np.float64]:
+def _narrow(x: float | np.floating[Any] | NDArray[Any]) -> NDArray[np.float64]:
     return np.asarray(x, dtype=F32).astype(np.float64)
 
 
@@ -136,7 +136,7 @@ def log1p(x: NDArray[Any]) -> Float32Array:
     return np.asarray(np.log1p(_narrow(x)).astype(F32))
 
 
-def pow(base: float | NDArray[Any], exponents: NDArray[Any]) -> Float32Array:
+def pow(base: float | np.floating[Any] | NDArray[Any], exponents: NDArray[Any]) -> Float32Array:
     """float32 ``base ** exponents``, base and exponents rounded to float32 first (a Python
     number meets a float32 tensor as a float32). With the torch engine, give the exponents
     as the library makes them: the whole vector, in its order (see the module's note)."""

@@ -293,6 +293,8 @@ AUDIT: Final[Audit[SinusoidalKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64"),
     library=replacing(rounding="library", dtype="float32"),
 )
+
+
 def engine(key: SinusoidalKey) -> bool:
     """Whether the key's table is computed with the library engine's functions: the
     library path of a preset whose library is torch."""

@@ -7,7 +7,8 @@ column: row ``p`` is the scale at ``p``.
 
 ``library`` is transformers' float32 arithmetic (``positions.float()``: positions past
 2^24 are rounded first; the division, ``floor``, ``log1p``, the product and the sum each
-rounded to float32; ``log1p`` the library engine's, :mod:`.kernels`); ``exact`` is float64 arithmetic (the steps exact), rounded once.
+rounded to float32; ``log1p`` the library engine's, :mod:`.kernels`); ``exact`` is float64
+arithmetic (the steps exact), rounded once.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ product, the scale, sin and cos each rounded to float32), float64 for Wan's upst
 and cos are the library engine's (:mod:`service.encodings.kernels`): torch's own with the
 torch engine (bit for bit), else correctly rounded, where torch's are not, so an entry may
 differ from torch's by an ulp (about 5 % of a float32 table's entries; the conformance
-tests measure it). ``rounding=exact``: the real-valued formula at the received timesteps (double-double
-angles, :mod:`service.encodings._exact`), each entry rounded once.
+tests measure it). ``rounding=exact``: the real-valued formula at the received timesteps
+(double-double angles, :mod:`service.encodings._exact`), each entry rounded once.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers
-from service.encodings import sinusoidal
+from service.encodings import kernels, sinusoidal
 from service.encodings.additive import Additive
 from service.encodings.catalogue import PRESETS
 from service.schemas.presets import PresetsDocument, document
@@ -73,4 +73,5 @@ async def apply(
 async def get_presets(response: Response) -> PresetsDocument:
     """The presets: each library's table, the function it follows, its parameters."""
     response.headers["cache-control"] = "public, max-age=3600"
-    return PresetsDocument(presets=[document(preset) for preset in PRESETS.values()])
+    presets = [document(preset) for preset in PRESETS.values()]
+    return PresetsDocument(library_engine=kernels.label(), presets=presets)

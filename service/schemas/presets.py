@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from service.encodings import parameters, presets
+from service.encodings import kernels, parameters, presets
 from service.encodings.catalogue import PARAMETERS, PRESETS, taking
 from service.encodings.registry import DType, Rounding
 from service.encodings.sinusoidal import SinusoidalKey, preset_key
@@ -147,6 +147,12 @@ class PresetDocument(BaseModel):
     parameters: list[PresetParameter]
     positions: str = Field(description="Which position each row of the table is.")
     library_rounding: str = Field(description="What rounding=library computes in.")
+    library_engine: str | None = Field(
+        description="What computes rounding=library's float32 exp, pow, sin and cos where the "
+        "library is torch (PE_LIBRARY_ENGINE): 'torch VERSION CAPABILITY', torch's own CPU "
+        "kernels (bit for bit), or 'numpy', correctly rounded (within an ulp); its "
+        "test_vectors are that engine's. null: the library is not torch."
+    )
     embedding_scale: str = Field(description="apply's default scale on the embeddings.")
     first_row: str = Field(description="apply's default offset.")
     constraints: list[str] = Field(
@@ -162,6 +168,10 @@ class PresetDocument(BaseModel):
 class PresetsDocument(BaseModel):
     """Every preset."""
 
+    library_engine: str = Field(
+        description="The service's library engine (PE_LIBRARY_ENGINE): what computes "
+        "rounding=library where the library is torch, in every family."
+    )
     presets: list[PresetDocument]
 
 
@@ -199,6 +209,7 @@ def document(preset: presets.Preset) -> PresetDocument:
         ],
         positions=preset.positions,
         library_rounding=library,
+        library_engine=kernels.label() if preset.torch and preset.library is not None else None,
         embedding_scale=preset.embed_scale,
         first_row=f"{preset.zero_row} + 1" if preset.zero_row else "0",
         test_vectors=list(vectors(preset.name)),

@@ -11,7 +11,7 @@ from typing import Final
 import numpy as np
 from pydantic import BaseModel, Field
 
-from service.encodings import registry
+from service.encodings import kernels, registry
 from service.encodings.catalogue import PRESETS
 from service.encodings.registry import ROUNDINGS, Rounding
 from service.encodings.sinusoidal import preset_key
@@ -45,9 +45,14 @@ class Vector(BaseModel):
     far: list[Entry] = Field(description="The first and last column at rows far out.")
 
 
-@functools.cache
 def vectors(name: str) -> tuple[Vector, ...]:
-    """The test vectors of preset ``name``, one per rounding (computed once)."""
+    """The test vectors of preset ``name``, one per rounding (computed once an engine: a
+    torch preset's library table is the library engine's)."""
+    return _vectors(name, kernels.label())
+
+
+@functools.cache
+def _vectors(name: str, engine: str) -> tuple[Vector, ...]:
     width = max(WIDTH, PRESETS[name].min_d)
     found = []
     for rounding in ROUNDINGS:
