@@ -1,13 +1,16 @@
 # syntax=docker/dockerfile:1
 # The service as a small image: the package and its dependencies, with the plots extra
-# (matplotlib, for the PNG pictures), are built into wheels in one stage and installed from
-# them alone, without build or test tools, into a slim runtime image.
+# (matplotlib, for the PNG pictures) and the torch extra (the torch library engine: torch's
+# CPU build, pinned, from PyTorch's CPU index; PyPI's Linux torch is the CUDA build), are
+# built into wheels in one stage and installed from them alone, without build or test
+# tools, into a slim runtime image.
 
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY service ./service
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[plots]"
+RUN pip wheel --no-cache-dir --wheel-dir /wheels \
+        --extra-index-url https://download.pytorch.org/whl/cpu ".[plots,torch]" "torch==2.13.0+cpu"
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -19,7 +22,7 @@ RUN useradd --no-log-init --create-home --uid 10001 pe
 COPY --from=build /wheels /wheels
 # the one wheel of this package that the build stage made: its version is pyproject.toml's
 RUN pip install --no-cache-dir --no-index --find-links /wheels \
-        "$(echo /wheels/positional_encoding_service-*.whl)[plots]" \
+        "$(echo /wheels/positional_encoding_service-*.whl)[plots,torch]" \
     && rm -rf /wheels
 USER 10001
 # matplotlib's font cache, built once here instead of on the first picture

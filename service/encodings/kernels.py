@@ -35,7 +35,6 @@ Float32Array = NDArray[np.float32]
 Engine = Literal["torch", "numpy"]
 Choice = Literal["auto", "torch", "numpy"]
 CHOICES: Final[tuple[Choice, ...]] = get_args(Choice)
-TORCH_VERSION: Final = "2.13.0"  # the torch extra's pin
 
 
 class EngineUnavailable(RuntimeError):
