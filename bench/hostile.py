@@ -879,7 +879,7 @@ def compare_png(checkout: Path | None, cap: float) -> str:
         return (
             f"{alone} 32 at once (Kubernetes settings): {statuses(seen)} in {wide(elapsed)}; "
             f"peak {srv.peak():+.0f} MiB (RSS {srv.idle + srv.peak():.0f} MiB, the pod's limit "
-            f"1984), held {srv.held():+.0f} MiB; /healthz p50 "
+            f"2176), held {srv.held():+.0f} MiB; /healthz p50 "
             f"{statistics.median(latencies) * 1e3:.0f} ms, max {wide(max(latencies))};{srv.note()}"
         )
 
