@@ -19,7 +19,6 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.arrays import POSITION_CEILING as POSITION_CEILING
-from service.encodings import kernels
 
 MiB: Final = 1 << 20
 # an origin as browsers send it: scheme://host[:port], nothing after
@@ -91,8 +90,8 @@ class Settings(BaseSettings):
     cors_origins: str = "*"
     # what computes rounding=library where the library is torch: torch's own CPU kernels
     # (bitwise; the torch extra), numpy's correctly rounded functions (within an ulp), or
-    # torch when it imports
-    library_engine: kernels.Choice = "auto"
+    # torch when it imports (service.encodings.kernels)
+    library_engine: Literal["auto", "torch", "numpy"] = "auto"
 
     @field_validator("cors_origins")
     @classmethod

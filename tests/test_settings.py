@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from pydantic import ValidationError
 
-from service import settings as settings_module
 from service.settings import (
     POSITION_CEILING,
     Settings,
@@ -186,7 +187,7 @@ def test_a_malformed_library_engine_stops_start_up(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_torch_engine_without_torch_stops_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(settings_module.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     monkeypatch.setenv("PE_LIBRARY_ENGINE", "torch")
     with pytest.raises(SettingsError) as caught:
         from_environment()

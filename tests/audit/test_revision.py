@@ -17,6 +17,7 @@ import httpx
 import orjson
 import pytest
 
+from service.encodings import kernels
 from service.web.audits import AUDIT_REVISION
 from tests.support import client_of
 
@@ -55,6 +56,18 @@ HASHES: Final = {
         "temperature": "19167f0bd9994433",
         "alibi": "9d12b42cbe7b90b4",
     },
+    # the answers name the library engine where their library path uses it (the numpy
+    # engine's hashes: the torch engine's numbers differ by design)
+    "3": {
+        "rotary-llama3": "ad583fa8f0e956f0",
+        "rotary-yarn": "ce122edc8025be7c",
+        "rotary-wide": "513b7622c83ef35c",
+        "rotary-bands": "60577af311292c81",
+        "sinusoidal": "652db0ffeae14d1e",
+        "sinusoidal-fairseq": "713a65a517a1064e",
+        "temperature": "f99ed94bf86eabfa",
+        "alibi": "9d12b42cbe7b90b4",
+    },
 }
 
 
@@ -82,6 +95,8 @@ def digest(answer: httpx.Response) -> str:
 
 
 def test_audit_answers_change_only_with_their_revision(http: httpx.Client) -> None:
+    if kernels.engine() != "numpy":  # the app's, chosen when it was made
+        pytest.skip("the hashes are the numpy engine's")
     found = {name: digest(http.get(f"/v1/audit/{query}")) for name, query in AUDITS.items()}
     kept = HASHES.get(AUDIT_REVISION, {})
     changed = sorted(name for name in AUDITS if name in kept and kept[name] != found[name])

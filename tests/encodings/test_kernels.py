@@ -5,13 +5,14 @@ the conformance tests run the torch engine against the libraries)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
 from service.encodings import kernels
+from service.settings import Settings
 
 ARGUMENTS = np.random.default_rng(7).uniform(-200, 200, 4096).astype(np.float32)
 
@@ -58,6 +59,12 @@ def test_the_numpy_engine_s_pow_takes_a_float32_base() -> None:
 def test_the_numpy_engine_is_named_numpy() -> None:
     assert kernels.engine() == "numpy"
     assert kernels.label() == "numpy"
+
+
+def test_the_setting_takes_the_engines_choices() -> None:
+    field = Settings.model_fields["library_engine"]
+    assert get_args(field.annotation) == kernels.CHOICES
+    assert field.default == "auto"
 
 
 def test_auto_is_numpy_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
