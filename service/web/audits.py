@@ -65,6 +65,7 @@ def route(routes: APIRouter, declared: Declared[Any, Any]) -> None:
             200: {
                 "content": {answers.MEDIA["json"]: {}, answers.MEDIA["png"]: openapi.BINARY},
                 "description": "The audit, JSON ({paths: [...]}) or a PNG.",
+                "headers": openapi.ENGINE_HEADER,
             },
             304: openapi.NOT_MODIFIED,
             **openapi.problems_of(406, 422, 501),

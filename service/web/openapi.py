@@ -73,6 +73,9 @@ LIBRARY_ENGINE: Final = (
     "and pow (PE_LIBRARY_ENGINE), 'torch VERSION CAPABILITY' (torch's own CPU kernels: bit "
     "for bit) or 'numpy' (correctly rounded: within an ulp). Absent where no engine is used."
 )
+ENGINE_HEADER: Final = {
+    "X-Library-Engine": {"description": LIBRARY_ENGINE, "schema": {"type": "string"}}
+}
 TABLE_HEADERS: Final = {
     name: {"description": text, "schema": {"type": "string"}}
     for name, text in {

@@ -92,7 +92,11 @@ def route(routes: APIRouter, declared: Declared[Any, Any], spec: Positions[Any])
             )
             return await answer(request, runtime, plan)
 
-    ok = {"content": openapi.media(FORMATS), "description": "One row per position id."}
+    ok = {
+        "content": openapi.media(FORMATS),
+        "description": "One row per position id.",
+        "headers": openapi.ENGINE_HEADER,
+    }
     routes.add_api_route(
         declared.resource + "/positions",
         endpoint(post, declared.query),

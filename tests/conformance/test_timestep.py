@@ -504,3 +504,13 @@ def test_timesteps_are_cast_and_multiplied_as_torch_does(dtype: str, factor: flo
     expected = (factor * narrow).float().numpy()  # sampling.py's time_factor * t
     key = timestep.TimestepKey(4, time_factor=factor, timestep_dtype=dtype)  # type: ignore[arg-type]
     np.testing.assert_array_equal(timestep.received(key, given), expected)
+
+
+def test_answers_name_the_torch_engine(service: httpx.Client) -> None:
+    """The conformance environment's service computes with torch, and says so."""
+    torch = lib("torch")
+    answer = service.get(f"{TABLE}?max_len=4&dim=8&format=npy")
+    capability = torch.backends.cpu.get_cpu_capability()
+    assert answer.headers["x-library-engine"] == f"torch {torch.__version__} {capability}"
+    exact = service.get(f"{TABLE}?max_len=4&dim=8&format=npy&rounding=exact")
+    assert "x-library-engine" not in exact.headers
