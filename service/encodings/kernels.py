@@ -139,9 +139,10 @@ def pow(base: float | np.floating[Any] | NDArray[Any], exponents: NDArray[Any]) 
     """float32 ``base ** exponents``, base and exponents rounded to float32 first (a Python
     number meets a float32 tensor as a float32). With the torch engine, give the exponents
     as the library makes them: the whole vector, in its order (see the module's note)."""
-    if _state["engine"] == "torch":
-        assert _torch is not None
-        wide = _torch.tensor(np.asarray(base, dtype=F32))
-        return np.asarray(_torch.pow(wide, _torch_of(exponents)).numpy())
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        if _state["engine"] == "torch":
+            assert _torch is not None
+            # a base past float32's range is infinite there too, as torch takes a number
+            wide = _torch.tensor(np.asarray(base, dtype=F32))
+            return np.asarray(_torch.pow(wide, _torch_of(exponents)).numpy())
         return np.asarray(np.power(_narrow(base), _narrow(exponents)).astype(F32))

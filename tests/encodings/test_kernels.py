@@ -79,3 +79,9 @@ def test_torch_without_torch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(kernels, "_import_torch", lambda: None)
     with pytest.raises(kernels.EngineUnavailable, match="torch extra"):
         kernels.use("torch")
+
+
+@pytest.mark.usefixtures("numpy_engine")
+def test_a_base_past_float32_s_range_is_infinite_without_a_warning() -> None:
+    found = kernels.pow(1e300, np.array([0.0, 0.5], dtype=np.float32))
+    np.testing.assert_array_equal(found, np.array([1.0, np.inf], dtype=np.float32))
