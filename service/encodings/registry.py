@@ -103,6 +103,12 @@ class Angles(Generic[K]):
     turned: Callable[[K, NDArray[np.float32], NDArray[np.float32]], Values]
     attention: Callable[[K], float]
     ulps: Callable[[K], float]
+    # the positions as the formula takes them and as the library's arithmetic receives
+    # them (none: the positions, and their float32 cast); the envelope bounds the second's
+    # distance from the first
+    received: Callable[[K, NDArray[np.int64]], tuple[Values, Values]] | None = None
+    # what the envelope assumes of the device (none: transformers' powf, sinf and cosf)
+    device: str | None = None
 
 
 def _as_float64(key: Any, rows: Rows) -> Values:

@@ -26,8 +26,9 @@ angles, :mod:`service.encodings._exact`), each entry rounded once.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
@@ -38,12 +39,17 @@ from service.encodings import _exact, _library
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
+    Angles,
+    Audit,
+    AuditPath,
     Bound,
     DType,
     Family,
     Rounding,
     Rows,
+    Values,
     register,
+    replacing,
 )
 from service.errors import InvalidParameter
 
@@ -367,25 +373,33 @@ def _narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.f
     return values
 
 
-def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
+def hop(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
     """The timesteps as the model's embedding receives them (every value of the narrow
     dtype is a float32): cast to ``timestep_dtype`` (through float32, as torch converts),
     divided by ``time_factor`` in it where the preset's pipeline does, and multiplied by
-    it in it (torch computes a narrow tensor times a number in float32, rounded once)."""
-    with np.errstate(over="ignore"):
+    it in it (torch computes a narrow tensor times a number in float32, rounded once).
+    Past the dtype's range they are infinite, as torch makes them."""
+    with np.errstate(over="ignore", invalid="ignore"):
         t = _narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
-    if not np.isfinite(t).all():
+        factor = _library.f32(key.time_factor)
+        if PRESETS[key.preset].hop == "pipeline":
+            t = _narrowed(t / factor, key.timestep_dtype)
+        if key.time_factor != 1:
+            t = _narrowed(t * factor, key.timestep_dtype)
+    return t
+
+
+def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
+    """:func:`hop`'s timesteps, refused where the dtype or the factor makes them infinite."""
+    with np.errstate(over="ignore"):
+        cast = _narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
+    if not np.isfinite(cast).all():
         largest = float(_LARGEST[key.timestep_dtype])
         raise InvalidParameter(
             "timestep_dtype",
             f"holds timesteps up to {largest:g} only: these reach past it",
         )
-    factor = _library.f32(key.time_factor)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if PRESETS[key.preset].hop == "pipeline":
-            t = _narrowed(t / factor, key.timestep_dtype)
-        if key.time_factor != 1:
-            t = _narrowed(t * factor, key.timestep_dtype)
+    t = hop(key, timesteps)
     if not np.isfinite(t).all():
         raise InvalidParameter(
             "time_factor",
@@ -394,12 +408,16 @@ def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
     return t
 
 
+def library_frequencies(key: TimestepKey) -> NDArray[np.float32]:
+    """diffusers' float32 frequencies: ``exp(f32(-ln P) * i / f32(half - shift))``."""
+    exponent = _library.f32(-math.log(key.max_period)) * np.arange(key.half).astype(F32)
+    exponent = exponent / _library.f32(key.half - key.downscale_freq_shift)
+    return _library.exp32(exponent)
+
+
 def _library32(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
     """diffusers' float32 arithmetic, each step rounded where torch rounds it."""
-    half = key.half
-    exponent = _library.f32(-math.log(key.max_period)) * np.arange(half).astype(F32)
-    exponent = exponent / _library.f32(half - key.downscale_freq_shift)
-    frequencies = _library.exp32(exponent)
+    frequencies = library_frequencies(key)
     with np.errstate(over="ignore", invalid="ignore"):
         angles = t[:, None] * frequencies[None, :]
         angles = _library.f32(key.scale) * angles
@@ -417,12 +435,16 @@ def _library64(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
         return np.sin(angles), np.cos(angles)
 
 
-def _exact_sincos(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
+def frequencies(key: TimestepKey) -> tuple[Values, Values]:
+    """``scale * max_period^(-i / (half - shift))`` as double-double ``(hi, lo)``."""
+    denominator = 2 * (key.half - key.downscale_freq_shift)
+    w_hi, w_lo = _exact.inverse_powers(key.max_period, denominator, key.half)
+    return _exact.dd_mul(w_hi, w_lo, key.scale, 0.0)
+
+
+def _exact_sincos(key: TimestepKey, t: NDArray[np.floating]) -> tuple[Rows, Rows]:
     """sin and cos of ``scale * t * f_i`` from double-double frequencies."""
-    half = key.half
-    denominator = 2 * (half - key.downscale_freq_shift)
-    w_hi, w_lo = _exact.inverse_powers(key.max_period, denominator, half)
-    w_hi, w_lo = _exact.dd_mul(w_hi, w_lo, key.scale, 0.0)
+    w_hi, w_lo = frequencies(key)
     positions = t.astype(np.float64)
     largest = float(np.abs(positions).max(initial=0.0)) * float(np.abs(w_hi).max(initial=0.0))
     if largest > _LARGEST_ANGLE:
@@ -437,19 +459,20 @@ def _exact_sincos(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]
 
 def at(key: TimestepKey, timesteps: NDArray[Any]) -> Rows:
     """The embeddings of ``timesteps`` (any finite numbers, ``(N,)``), one row each."""
+    arithmetic = "exact" if key.rounding == "exact" else PRESETS[key.preset].arithmetic
+    return along(key, timesteps, arithmetic)
+
+
+def along(key: TimestepKey, timesteps: NDArray[Any], arithmetic: Arithmetic | Rounding) -> Rows:
+    """The embeddings of ``timesteps`` as ``key`` receives them, computed in ``arithmetic``
+    (a library's float32 or float64, or ``exact``): the table's, or an audit's path."""
     out = np.zeros((len(timesteps), key.dim), dtype=key.dtype)
     half = key.half
     if not half:
         return out
     t = received(key, timesteps)
     rows = max(1, _CHUNK_ELEMENTS // half)
-    compute = (
-        _exact_sincos
-        if key.rounding == "exact"
-        else _library64
-        if PRESETS[key.preset].arithmetic == "float64"
-        else _library32
-    )
+    compute = {"exact": _exact_sincos, "float64": _library64, "float32": _library32}[arithmetic]
     first_half, second_half = out[:, :half], out[:, half : 2 * half]
     sines, cosines = (second_half, first_half) if key.flip_sin_to_cos else (first_half, second_half)
     for first in range(0, len(t), rows):
@@ -476,4 +499,128 @@ def bound(key: TimestepKey) -> Bound:
     return Bound(1.0, ("scale", "time_factor", "timestep_dtype"))
 
 
-FAMILY: Final = register(Family("timestep", TimestepKey, fill, take, bound))
+def entries(key: TimestepKey, rows: Rows) -> Values:
+    """What an audit compares of a row: each frequency's cosine, then its sine (the zero
+    column of an odd width left out)."""
+    half = key.half
+    first, second = rows[:, :half], rows[:, half : 2 * half]
+    sines, cosines = (second, first) if key.flip_sin_to_cos else (first, second)
+    return np.concatenate([cosines, sines], axis=1).astype(np.float64)
+
+
+def _real(key: TimestepKey, positions: NDArray[np.int64]) -> Values:
+    """The timesteps the formula takes at these rows, uncast: each times ``time_factor``
+    (a pipeline that divides by it first gives the rows themselves)."""
+    factor = 1.0 if PRESETS[key.preset].hop == "pipeline" else key.time_factor
+    return positions.astype(np.float64) * factor
+
+
+def exact_at(key: TimestepKey, positions: NDArray[np.int64]) -> Values:
+    """The audit's reference: the real-valued formula at the rows' real timesteps (FLUX's
+    ``1000 σ``), never cast to a narrow dtype, each pair's cos then sin."""
+    if not key.half:
+        return np.zeros((len(positions), 0))
+    s, c = _exact_sincos(key, _real(key, positions))
+    return np.concatenate([c, s], axis=1)
+
+
+def _along(
+    arithmetic: Arithmetic | None = None, timestep_dtype: TimestepDType | None = None
+) -> Callable[[TimestepKey, NDArray[np.int64]], Values]:
+    """An audit path: the key's table with another arithmetic or timesteps' dtype, as
+    float64 entries (NaN where the narrow timesteps are infinite, as a model's are)."""
+
+    def values(key: TimestepKey, positions: NDArray[np.int64]) -> Values:
+        if timestep_dtype is not None:
+            key = dataclasses.replace(key, timestep_dtype=timestep_dtype)
+        computes = arithmetic or PRESETS[key.preset].arithmetic
+        finite = np.isfinite(hop(key, positions))
+        out = np.full((len(positions), 2 * key.half), np.nan)
+        if finite.any():
+            out[finite] = entries(key, along(key, positions[finite], computes))
+        return out
+
+    return values
+
+
+def _turned(key: TimestepKey, at: NDArray[np.float32], inverse: NDArray[np.float32]) -> Values:
+    """The float32 entries at timesteps ``at`` with these frequencies (``scale`` in them)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        s, c = _library.sincos(at[:, None] * inverse[None, :])
+    return np.concatenate([c, s], axis=1).astype(np.float64)
+
+
+def _scaled_frequencies(key: TimestepKey) -> NDArray[np.float32]:
+    """The library's frequencies with ``scale`` in them, as the device envelope takes them."""
+    with np.errstate(over="ignore"):
+        scaled: NDArray[np.float32] = library_frequencies(key) * _library.f32(key.scale)
+    return scaled
+
+
+def _positions(key: TimestepKey, positions: NDArray[np.int64]) -> tuple[Values, Values]:
+    """The rows' real timesteps, and the timesteps the library receives (infinite past the
+    narrow dtype)."""
+    return _real(key, positions), hop(key, positions).astype(np.float64)
+
+
+_TIMESTEPS: Final = (
+    "The timesteps cast to {} (times time_factor in it, as the preset does) before the "
+    "embedding{}, the key's arithmetic."
+)
+AUDIT: Final[Audit[TimestepKey]] = Audit(
+    exact=replacing(rounding="exact", dtype="float64"),
+    library=replacing(rounding="library", dtype="float32"),
+    width=lambda key: 2 * key.half,
+    entries=entries,
+    exact_at=exact_at,
+    angles=Angles(
+        pairs=lambda key: key.half,
+        exact=lambda key: frequencies(key)[0],
+        library=_scaled_frequencies,
+        turned=_turned,
+        attention=lambda key: 1.0,
+        # CUDA's expf: 2 ulp; the CPU's: 1; the scale's product after the angle's: 1
+        ulps=lambda key: 4.0,
+        received=_positions,
+        device="What a GPU's math library may produce (an estimate): an envelope from the "
+        "documented ulp bounds of CUDA's expf and the product's rounding (4 ulp of each "
+        "frequency), sinf and cosf (2 ulp), at the timesteps the model receives; its errors "
+        "are the envelope's, the largest a device may give.",
+    ),
+    paths=("library", "bf16-table", "fp16-table", "device"),
+    own=(
+        AuditPath(
+            "library",
+            "The preset's own arithmetic (diffusers' float32, Wan's float64), the key's "
+            "timesteps as the model receives them: the service's rounding=library table.",
+            lambda key, positions: entries(key, take(key, positions)),
+        ),
+        AuditPath(
+            "float32-timesteps",
+            _TIMESTEPS.format("float32", " (integers exact to 2^24)"),
+            _along(timestep_dtype="float32"),
+        ),
+        AuditPath(
+            "bf16-timesteps",
+            _TIMESTEPS.format("bfloat16", ": integers past 256 rounded (FLUX's sampler)"),
+            _along(timestep_dtype="bfloat16"),
+        ),
+        AuditPath(
+            "fp16-timesteps",
+            _TIMESTEPS.format("float16", ": integers past 2048 rounded, past 65504 infinite"),
+            _along(timestep_dtype="float16"),
+        ),
+        AuditPath(
+            "float32-angles",
+            "diffusers' float32 arithmetic (get_timestep_embedding), the key's timesteps.",
+            _along(arithmetic="float32"),
+        ),
+        AuditPath(
+            "float64-angles",
+            "Wan's upstream float64 arithmetic (sinusoidal_embedding_1d), rounded to float32 "
+            "at the end, the key's timesteps.",
+            _along(arithmetic="float64"),
+        ),
+    ),
+)
+FAMILY: Final = register(Family("timestep", TimestepKey, fill, take, bound, audit=AUDIT))

@@ -32,6 +32,7 @@ TABLE: Final = declared.Declared(
     answer="The embeddings: (rows, dim).",
     shape="rows,dim",
     width_name="dim",
+    audit=True,
     from_document=declared.FromDocument(
         read=read_config,
         fields=timestep_query,

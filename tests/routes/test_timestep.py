@@ -224,3 +224,16 @@ def test_from_config_lists_the_classes_it_reads(http: httpx.Client) -> None:
     problem = assert_problem(http.post(f"{FROM_CONFIG}?max_len=4", json={"_class_name": "X"}), 422)
     assert "FluxTransformer2DModel" in problem["detail"]
     assert "UNet2DConditionModel" in problem["detail"]
+
+
+def test_the_audit_shows_the_bfloat16_hop(http: httpx.Client) -> None:
+    answer = http.get("/v1/audit/timestep?max_len=1000&dim=320&preset=unet")
+    assert answer.status_code == 200, answer.text
+    found = {path["name"]: path for path in answer.json()["paths"]}
+    assert found["bf16-timesteps"]["first_over"]["1e-3"] == 257
+    assert found["library"]["first_over"]["1e-3"] is None
+    assert found["device"]["first_over"]["1e-3"] is None
+
+
+def test_a_width_with_no_entry_has_no_audit(http: httpx.Client) -> None:
+    assert_problem(http.get("/v1/audit/timestep?max_len=10&dim=1"), 422, "dim")
