@@ -239,6 +239,17 @@ export interface Preset {
   [field: string]: any;
 }
 
+/** Another family's preset as `GET /v1/presets` lists it under `families`. */
+export interface FamilyPreset {
+  name: string;
+  summary: string;
+  follows: { repository: string; version: string; path: string; function: string }[];
+  fixes: Record<string, unknown>;
+  takes: string[];
+  library_rounding: string;
+  rows: string;
+}
+
 export interface SlopesParams extends Params {
   numHeads: number;
   dtype?: DType;
@@ -427,7 +438,10 @@ export class Client {
   auditPng(family: Family, params: AuditParams): Promise<Uint8Array>;
   /** `POST /v1/compare`: two tables' difference by position band. */
   compare(a: CompareTable, b: CompareTable, range: CompareRange): Promise<Comparison>;
+  /** `GET /v1/presets`: the sinusoidal presets, or another family's. */
   presets(): Promise<Preset[]>;
+  presets(family: "sinusoidal"): Promise<Preset[]>;
+  presets(family: string): Promise<FamilyPreset[]>;
   cacheStats(): Promise<Record<string, any>>;
   ready(): Promise<boolean>;
 }

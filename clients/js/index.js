@@ -576,10 +576,11 @@ export class Client {
     return (await this.request("POST", "/v1/compare", {}, init)).json();
   }
 
-  /** The sinusoidal presets (`GET /v1/presets`), each with its source, formula and
-   * parameters. */
-  async presets() {
-    return (await (await this.request("GET", "/v1/presets")).json()).presets;
+  /** A family's presets (`GET /v1/presets`; the sinusoidal ones by default), each with
+   * the code it follows; none for a family without presets. */
+  async presets(family = "sinusoidal") {
+    const document = await (await this.request("GET", "/v1/presets")).json();
+    return family === "sinusoidal" ? document.presets : (document.families[family] ?? []);
   }
 
   /** The service's cache statistics. */

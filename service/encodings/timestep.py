@@ -47,6 +47,7 @@ from service.encodings.registry import (
     Family,
     Rounding,
     Rows,
+    Source,
     Values,
     register,
     replacing,
@@ -82,16 +83,6 @@ _LARGEST: Final[Mapping[TimestepDType, float]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Source:
-    """Where a preset's arithmetic is written: repository, version, file and function."""
-
-    repository: str
-    version: str
-    path: str
-    function: str
-
-
-@dataclass(frozen=True, slots=True)
 class Preset:
     """A model's timestep embedding: its sources, its parameters (what it fixes; the
     function's defaults for the rest), the parameters a client may still give (``takes``),
@@ -107,6 +98,11 @@ class Preset:
     hop: Hop = "model"
     even: bool = False
     timesteps: str = "integer timesteps 0 .. 999 as the scheduler gives them"
+
+    @property
+    def rows(self) -> str:
+        """What row ``r`` of its table is: the timestep ``r``, in these units."""
+        return f"row r is the timestep r: {self.timesteps}"
 
 
 DEFAULTS: Final[Mapping[str, Any]] = {
@@ -623,4 +619,6 @@ AUDIT: Final[Audit[TimestepKey]] = Audit(
         ),
     ),
 )
-FAMILY: Final = register(Family("timestep", TimestepKey, fill, take, bound, audit=AUDIT))
+FAMILY: Final = register(
+    Family("timestep", TimestepKey, fill, take, bound, audit=AUDIT, presets=PRESETS)
+)

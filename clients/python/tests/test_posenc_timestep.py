@@ -71,3 +71,10 @@ def test_async_client(service_url: str, pe: Client) -> None:
             assert np.array_equal(await client.timestep_from_config(config, max_len=2), unet)
 
     anyio.run(main)
+
+
+def test_the_timestep_presets_with_their_sources(pe: Client) -> None:
+    listed = {preset["name"]: preset for preset in pe.presets("timestep")}
+    assert listed["flux"]["follows"][0]["repository"] == "black-forest-labs/flux"
+    assert pe.presets("no-such-family") == []
+    assert any(preset["name"] == "fairseq" for preset in pe.presets())

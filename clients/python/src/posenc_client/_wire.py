@@ -276,9 +276,12 @@ def given(names: Mapping[str, Any], parameters: Mapping[str, Value]) -> dict[str
     return {**{k: v for k, v in names.items() if k not in skip}, **parameters}
 
 
-def presets() -> Call[list[dict[str, Any]]]:
+def presets(family: str | None = None) -> Call[list[dict[str, Any]]]:
     def decode(response: httpx.Response) -> list[dict[str, Any]]:
-        listed: list[dict[str, Any]] = document_of(response)["presets"]
+        document = document_of(response)
+        if family is None or family == "sinusoidal":
+            return list(document["presets"])
+        listed: list[dict[str, Any]] = document["families"].get(family, [])
         return listed
 
     return Call("GET", "/v1/presets", decode)
