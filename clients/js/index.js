@@ -477,8 +477,8 @@ export class Client {
     return only(await this.encoding("timestep", params));
   }
 
-  /** The timestep embeddings of any finite timesteps `[N]` (σ for preset "flux", σ·1000
-   * for "flux-diffusers"), `[N, dim]`; `params` as `timestep` takes them (`maxLen` 1 unless
+  /** The timestep embeddings of any finite timesteps `[N]` (the scheduler's: σ·1000 for
+   * the flow-matching models), `[N, dim]`; `params` as `timestep` takes them (`maxLen` 1 unless
    * given: the table's, unused at posted timesteps). */
   async timestepPositions(timesteps, params) {
     const body = JSON.stringify({ position_ids: idsOf(timesteps) });

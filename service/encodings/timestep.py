@@ -9,9 +9,10 @@
 
 with the timesteps as the model receives them: cast to ``timestep_dtype`` (float32,
 bfloat16 or float16, through float32 as torch converts), multiplied by ``time_factor`` in
-that dtype (FLUX's ``t = time_factor * t``); a preset may round them more (diffusers' FLUX
-pipeline, :data:`PRESETS`). Rows of the ``GET`` table are the integer timesteps; any finite
-timesteps are taken by :func:`at`.
+that dtype (FLUX's ``t = time_factor * t``); a preset's pipeline may divide them first, and
+round them more (FLUX's sampler and diffusers' pipeline, Qwen-Image's, :data:`HOPS`). Rows
+of the ``GET`` table are the scheduler's integer timesteps (σ·1000 for the flow-matching
+models); any finite timesteps are taken by :func:`at`.
 
 ``rounding=library`` is the named code's arithmetic operation by operation: float32 for
 diffusers, DiT, guided-diffusion and FLUX (``f32(-ln P) * i``, the division, exp, the
@@ -58,10 +59,8 @@ TimestepDType = Literal["float32", "bfloat16", "float16"]
 TIMESTEP_DTYPES: Final[tuple[TimestepDType, ...]] = get_args(TimestepDType)
 # the library's arithmetic: float32 (torch's, as diffusers computes) or float64 (Wan's own)
 Arithmetic = Literal["float32", "float64"]
-# how the given timesteps reach the embedding: "model", cast to timestep_dtype and times
-# time_factor in it; "pipeline", divided by time_factor in timestep_dtype first (diffusers'
-# FLUX pipeline passes timestep / 1000 to a transformer that multiplies it by 1000)
-Hop = Literal["model", "pipeline"]
+# how the scheduler's timesteps reach the embedding (:data:`HOPS`)
+Hop = Literal["model", "sampler", "pipeline", "divided", "divided-float32"]
 PARAMETERS: Final = (
     "flip_sin_to_cos",
     "downscale_freq_shift",
@@ -190,8 +189,8 @@ PRESETS: Final[Mapping[str, Preset]] = {
         ),
         Preset(
             "flux",
-            "FLUX.1's reference sampler: σ in bfloat16, t = 1000 * σ in bfloat16, "
-            "[cos | sin] of float32 angles",
+            "FLUX.1's reference sampler: σ = t / 1000 in bfloat16, then 1000 * σ in "
+            "bfloat16, [cos | sin] of float32 angles",
             (
                 Source(
                     "black-forest-labs/flux",
@@ -202,7 +201,8 @@ PRESETS: Final[Mapping[str, Preset]] = {
                 Source("black-forest-labs/flux", "802fb47", "src/flux/sampling.py", "denoise"),
             ),
             {**_FLIPPED, "time_factor": 1000.0, "timestep_dtype": "bfloat16"},
-            timesteps="σ in [0, 1], as the sampler passes them",
+            hop="sampler",
+            timesteps="σ·1000 (the sampler passes σ = t / 1000)",
         ),
         Preset(
             "flux-diffusers",
@@ -245,14 +245,37 @@ PRESETS: Final[Mapping[str, Preset]] = {
         ),
         Preset(
             "qwen-image",
-            "Qwen-Image and AuraFlow: Timesteps(256, True, 0, scale=1000), the scale after "
-            "the product",
+            "Qwen-Image: its pipeline passes t / 1000 computed in the model's dtype; "
+            "Timesteps(256, True, 0, scale=1000), the scale after the product",
             (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/pipelines/qwenimage/pipeline_qwenimage.py",
+                    "QwenImagePipeline.__call__",
+                ),
                 Source(
                     "huggingface/diffusers",
                     "0.42.1",
                     "src/diffusers/models/transformers/transformer_qwenimage.py",
                     "QwenTimestepProjEmbeddings",
+                ),
+                _EMBEDDINGS,
+            ),
+            {**_FLIPPED, "scale": 1000.0, "timestep_dtype": "bfloat16"},
+            hop="divided",
+            timesteps="σ·1000 (the pipeline passes σ = t / 1000)",
+        ),
+        Preset(
+            "auraflow",
+            "AuraFlow: its pipeline passes t / 1000 computed in float32, cast to the model's "
+            "dtype; Timesteps(256, True, 0, scale=1000), the scale after the product",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/pipelines/aura_flow/pipeline_aura_flow.py",
+                    "AuraFlowPipeline.__call__",
                 ),
                 Source(
                     "huggingface/diffusers",
@@ -260,9 +283,11 @@ PRESETS: Final[Mapping[str, Preset]] = {
                     "src/diffusers/models/transformers/auraflow_transformer_2d.py",
                     "AuraFlowTransformer2DModel",
                 ),
+                _EMBEDDINGS,
             ),
-            {**_FLIPPED, "scale": 1000.0},
-            timesteps="σ in [0, 1], as the transformer receives them",
+            {**_FLIPPED, "scale": 1000.0, "timestep_dtype": "bfloat16"},
+            hop="divided-float32",
+            timesteps="σ·1000 (the pipeline passes σ = t / 1000)",
         ),
     )
 }
@@ -369,26 +394,72 @@ def _narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.f
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class Hops:
+    """How a preset's model receives the scheduler's timesteps ``t``: ``narrow``, the
+    timesteps as its embedding takes them (every value of a narrow dtype is a float32;
+    infinite past the dtype's range, as torch makes them), and ``real``, the real number
+    they stand for (the audit's reference, never cast)."""
+
+    description: str
+    narrow: Callable[[TimestepKey, NDArray[np.float64]], NDArray[np.float32]]
+    real: Callable[[TimestepKey, NDArray[np.float64]], NDArray[np.float64]]
+
+
+def _cast(key: TimestepKey, values: NDArray[Any]) -> NDArray[np.float32]:
+    """Values cast to the timesteps' dtype through float32, as torch converts."""
+    return _narrowed(np.asarray(values).astype(F32), key.timestep_dtype)
+
+
+def _times_factor(key: TimestepKey, t: NDArray[np.float32]) -> NDArray[np.float32]:
+    """``time_factor * t`` in the timesteps' dtype (torch computes a narrow tensor times a
+    number in float32, rounded once)."""
+    return _cast(key, t * _library.f32(key.time_factor)) if key.time_factor != 1 else t
+
+
+_PASSED: Final = 1000.0  # Qwen-Image's and AuraFlow's pipelines pass t / 1000
+HOPS: Final[Mapping[Hop, Hops]] = {
+    "model": Hops(
+        "cast to timestep_dtype, times time_factor in it",
+        lambda key, t: _times_factor(key, _cast(key, t)),
+        lambda key, t: t * key.time_factor,
+    ),
+    "sampler": Hops(
+        "σ = t / time_factor (in float64, as the sampler's schedule) cast to timestep_dtype, "
+        "times time_factor in it",
+        lambda key, t: _times_factor(key, _cast(key, t / key.time_factor)),
+        lambda key, t: t,
+    ),
+    "pipeline": Hops(
+        "cast to timestep_dtype, divided by time_factor in it, times time_factor in it",
+        lambda key, t: _times_factor(
+            key, _cast(key, _cast(key, t) / _library.f32(key.time_factor))
+        ),
+        lambda key, t: t,
+    ),
+    "divided": Hops(
+        "cast to timestep_dtype, divided by 1000 in it",
+        lambda key, t: _cast(key, _cast(key, t) / F32(_PASSED)),
+        lambda key, t: t / _PASSED,
+    ),
+    "divided-float32": Hops(
+        "divided by 1000 in float32, then cast to timestep_dtype",
+        lambda key, t: _cast(key, t.astype(F32) / F32(_PASSED)),
+        lambda key, t: t / _PASSED,
+    ),
+}
+
+
 def hop(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
-    """The timesteps as the model's embedding receives them (every value of the narrow
-    dtype is a float32): cast to ``timestep_dtype`` (through float32, as torch converts),
-    divided by ``time_factor`` in it where the preset's pipeline does, and multiplied by
-    it in it (torch computes a narrow tensor times a number in float32, rounded once).
-    Past the dtype's range they are infinite, as torch makes them."""
+    """The scheduler's timesteps as the preset's model receives them (:data:`HOPS`)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        t = _narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
-        factor = _library.f32(key.time_factor)
-        if PRESETS[key.preset].hop == "pipeline":
-            t = _narrowed(t / factor, key.timestep_dtype)
-        if key.time_factor != 1:
-            t = _narrowed(t * factor, key.timestep_dtype)
-    return t
+        return HOPS[PRESETS[key.preset].hop].narrow(key, np.asarray(timesteps, np.float64))
 
 
 def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
     """:func:`hop`'s timesteps, refused where the dtype or the factor makes them infinite."""
     with np.errstate(over="ignore"):
-        cast = _narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
+        cast = _cast(key, timesteps)
     if not np.isfinite(cast).all():
         largest = float(_LARGEST[key.timestep_dtype])
         raise InvalidParameter(
@@ -505,10 +576,8 @@ def entries(key: TimestepKey, rows: Rows) -> Values:
 
 
 def _real(key: TimestepKey, positions: NDArray[np.int64]) -> Values:
-    """The timesteps the formula takes at these rows, uncast: each times ``time_factor``
-    (a pipeline that divides by it first gives the rows themselves)."""
-    factor = 1.0 if PRESETS[key.preset].hop == "pipeline" else key.time_factor
-    return positions.astype(np.float64) * factor
+    """The timesteps the formula takes at these rows, uncast (:attr:`Hops.real`)."""
+    return HOPS[PRESETS[key.preset].hop].real(key, positions.astype(np.float64))
 
 
 def exact_at(key: TimestepKey, positions: NDArray[np.int64]) -> Values:

@@ -1,5 +1,5 @@
 """Diffusion timestep embeddings: the table of integer timesteps, and rows at any posted
-real timesteps (σ·1000, or σ for the presets whose models take it)."""
+real timesteps (the scheduler's: σ·1000 for the flow-matching models)."""
 
 from __future__ import annotations
 

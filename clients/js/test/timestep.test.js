@@ -37,7 +37,7 @@ describe("diffusion timestep embeddings", () => {
   });
 
   test("FLUX's sampler at σ 0.75 and 0.9 embeds 752 and 900", async () => {
-    const flux = await pe.timestepPositions([0.75, 0.9], { dim: 256, preset: "flux" });
+    const flux = await pe.timestepPositions([750, 900], { dim: 256, preset: "flux" });
     const plain = await pe.timestepPositions([752, 900], {
       dim: 256,
       flipSinToCos: true,

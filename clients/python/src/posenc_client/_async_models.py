@@ -172,8 +172,8 @@ class Models:
         dtype: DType | None = None,
         **parameters: Value,
     ) -> Array:
-        """The timestep embeddings of ``position_ids``, any finite timesteps ``(N,)`` (σ
-        for ``preset="flux"``, σ·1000 for ``"flux-diffusers"``), ``(N, dim)``; the
+        """The timestep embeddings of ``position_ids``, any finite timesteps ``(N,)`` (the
+        scheduler's: σ·1000 for the flow-matching models), ``(N, dim)``; the
         parameters as for :meth:`timestep`."""
         request = given(locals(), parameters)
         return await self._send(_wire.timestep_positions(position_ids, request))
