@@ -85,6 +85,20 @@ _INFER: Final = Example(
 )
 # Swagger UI sends an operation's example as it stands: without one it makes a body from
 # the schema ({} or "string"), which every POST refused (422)
+# FLUX.1-dev's transformer config.json (diffusers)
+_FLUX_1_DEV: Final[dict[str, Any]] = {
+    "_class_name": "FluxTransformer2DModel",
+    "attention_head_dim": 128,
+    "axes_dims_rope": [16, 56, 56],
+    "guidance_embeds": True,
+    "in_channels": 64,
+    "joint_attention_dim": 4096,
+    "num_attention_heads": 24,
+    "num_layers": 19,
+    "num_single_layers": 38,
+    "patch_size": 1,
+    "pooled_projection_dim": 768,
+}
 EXAMPLES: Final = {
     "getRotaryTableFromConfig": Example(
         {"llama-3.1": ("Llama 3.1 8B's config.json", _LLAMA_31)}, {"max_len": 16}
@@ -103,31 +117,19 @@ EXAMPLES: Final = {
         {"max_len": 4096, "head_dim": 128},
     ),
     "getTimestepTableFromConfig": Example(
-        {
-            "flux.1-dev": (
-                "FLUX.1-dev's transformer config.json",
-                {
-                    "_class_name": "FluxTransformer2DModel",
-                    "attention_head_dim": 128,
-                    "axes_dims_rope": [16, 56, 56],
-                    "guidance_embeds": True,
-                    "in_channels": 64,
-                    "joint_attention_dim": 4096,
-                    "num_attention_heads": 24,
-                    "num_layers": 19,
-                    "num_single_layers": 38,
-                    "patch_size": 1,
-                    "pooled_projection_dim": 768,
-                },
-            )
-        },
+        {"flux.1-dev": ("FLUX.1-dev's transformer config.json", _FLUX_1_DEV)},
         {"max_len": 1000, "start": 990},
+    ),
+    "auditTimestepFromConfig": Example(
+        {"flux.1-dev": ("FLUX.1-dev's transformer config.json", _FLUX_1_DEV)},
+        {"max_len": 1001},
     ),
     "getTimestepEmbeddingAt": Example(
         {
             "flux": (
-                "FLUX.1's sampler at σ 0.75 and 0.9 (the model embeds 752 and 900)",
-                {"position_ids": [0.75, 0.9]},
+                "FLUX.1's sampler at σ 0.75 and 0.9 (timesteps 750 and 900: the model "
+                "embeds 752 and 900)",
+                {"position_ids": [750, 900]},
             )
         },
         {"max_len": 1, "dim": 256, "preset": "flux"},
