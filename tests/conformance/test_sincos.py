@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from service.encodings import _library, sincos2d, sincos3d
+from service.encodings import _library, sincos2d
 from tests.support import ROOT
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
