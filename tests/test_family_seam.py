@@ -338,7 +338,16 @@ def test_the_real_families_are_declared_on_the_same_seam() -> None:
     from service.routes import FAMILIES
 
     names = [declared.family.name for declared in FAMILIES]
-    assert names == ["sinusoidal", "rotary", "alibi-slopes", "alibi", "temperature", "timestep"]
+    assert names == [
+        "sinusoidal",
+        "rotary",
+        "alibi-slopes",
+        "alibi",
+        "temperature",
+        "timestep",
+        "sincos-2d",
+        "sincos-3d",
+    ]
     assert FAMILIES[1].family.arrays == ("cos", "sin")
     assert all(d.family.block is not None for d in FAMILIES[2:4])
     assert FAMILIES[4].family.block is None  # Llama 4's scales: a cached table of one column

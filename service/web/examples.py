@@ -134,6 +134,41 @@ EXAMPLES: Final = {
         },
         {"max_len": 1, "dim": 256, "preset": "flux"},
     ),
+    "getSincos2DTableFromConfig": Example(
+        {
+            "sd3.5-medium": (
+                "Stable Diffusion 3.5 Medium's transformer config.json (a 1024 × 1024 picture)",
+                {
+                    "_class_name": "SD3Transformer2DModel",
+                    "attention_head_dim": 64,
+                    "num_attention_heads": 24,
+                    "num_layers": 24,
+                    "patch_size": 2,
+                    "pos_embed_max_size": 384,
+                    "sample_size": 128,
+                },
+            )
+        },
+        {"height": 1024, "width": 1024, "stop": 4},
+    ),
+    "getSincos3DTableFromConfig": Example(
+        {
+            "cogvideox-2b": (
+                "CogVideoX-2b's transformer config.json (49 frames of 480 × 720)",
+                {
+                    "_class_name": "CogVideoXTransformer3DModel",
+                    "attention_head_dim": 64,
+                    "num_attention_heads": 30,
+                    "sample_frames": 49,
+                    "sample_height": 60,
+                    "sample_width": 90,
+                    "spatial_interpolation_scale": 1.875,
+                    "use_rotary_positional_embeddings": False,
+                },
+            )
+        },
+        {"start": 226, "stop": 230},
+    ),
     "getMropePositions": Example(
         {
             "qwen2.5-vl": (

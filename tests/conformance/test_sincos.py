@@ -115,7 +115,7 @@ def measure(name: str, ours: NDArray[np.float32], reference: NDArray[np.float32]
 def dit_2d(embed_dim: int, grid_size: int, cls_token: bool = False, extra_tokens: int = 0) -> Any:
     grid_h = np.arange(grid_size, dtype=np.float32)
     grid_w = np.arange(grid_size, dtype=np.float32)
-    grid = np.meshgrid(grid_w, grid_h)  # here w goes first
+    grid: Any = np.meshgrid(grid_w, grid_h)  # here w goes first
     grid = np.stack(grid, axis=0)
     grid = grid.reshape([2, 1, grid_size, grid_size])
     pos_embed = dit_2d_from_grid(embed_dim, grid)
