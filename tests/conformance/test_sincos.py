@@ -473,3 +473,147 @@ def test_exact_3d_is_50_digit_arithmetic_rounded(service: httpx.Client, dtype: s
         "entries": int(ours.size),
         "largest_error_over_bound": largest,
     }
+
+
+# each class's config, as small as its constructor allows
+TINY: Final[dict[str, dict[str, Any]]] = {
+    "SD3Transformer2DModel": {
+        "sample_size": 8,
+        "patch_size": 2,
+        "in_channels": 4,
+        "num_layers": 1,
+        "attention_head_dim": 8,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 16,
+        "caption_projection_dim": 16,
+        "pooled_projection_dim": 16,
+        "out_channels": 4,
+        "pos_embed_max_size": 16,
+    },
+    "PixArtTransformer2DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "num_layers": 1,
+        "sample_size": 16,
+        "patch_size": 2,
+        "cross_attention_dim": 16,
+        "caption_channels": 16,
+        "out_channels": 8,
+        "interpolation_scale": 0.5,
+    },
+    "DiTTransformer2DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "num_layers": 1,
+        "sample_size": 8,
+        "num_embeds_ada_norm": 10,
+        "out_channels": 8,
+    },
+    "LatteTransformer3DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "num_layers": 1,
+        "sample_size": 8,
+        "patch_size": 2,
+        "caption_channels": 16,
+        "cross_attention_dim": 16,
+        "video_length": 2,
+        "out_channels": 8,
+    },
+    "CogVideoXTransformer3DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "num_layers": 1,
+        "sample_width": 8,
+        "sample_height": 6,
+        "sample_frames": 9,
+        "text_embed_dim": 16,
+        "time_embed_dim": 16,
+        "max_text_seq_length": 4,
+        "out_channels": 4,
+    },
+}
+
+
+def test_every_class_read_is_built_here() -> None:
+    from service.schemas.sincos import CLASSES_2D, CLASSES_3D
+
+    assert set(CLASSES_2D) | set(CLASSES_3D) == set(TINY)
+
+
+def from_config(service: httpx.Client, path: str, name: str, query: str) -> NDArray[np.float32]:
+    answer = service.post(
+        f"{path}/from-config?{query}&format=npy", json={"_class_name": name, **TINY[name]}
+    )
+    assert answer.status_code == 200, answer.text
+    found: NDArray[np.float32] = np.load(io.BytesIO(answer.content), allow_pickle=False)
+    return found
+
+
+# (height, width) in pixels: the config's own (None), and another picture
+@pytest.mark.parametrize("pixels", [None, (80, 96)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SD3Transformer2DModel",
+        "PixArtTransformer2DModel",
+        "DiTTransformer2DModel",
+        "LatteTransformer3DModel",
+    ],
+)
+def test_from_config_is_the_class_s_patch_embed(
+    service: httpx.Client, name: str, pixels: tuple[int, int] | None
+) -> None:
+    torch = lib("torch")
+    diffusers = lib("diffusers")
+    embeddings = lib("diffusers.models.embeddings")
+    module = getattr(diffusers, name).from_config(TINY[name]).pos_embed
+    patch = module.patch_size
+    if pixels is None:
+        latent = (module.height * patch, module.width * patch)
+        query = ""
+    else:
+        latent = (pixels[0] // 8, pixels[1] // 8)
+        query = f"height={pixels[0]}&width={pixels[1]}"
+    with torch.no_grad():
+        if module.pos_embed_max_size:
+            reference = module.cropped_pos_embed(*latent)[0].numpy()
+        elif pixels is None:
+            reference = module.pos_embed[0].numpy()
+        else:  # forward's table for a picture of another size
+            reference = as_float(
+                embeddings.get_2d_sincos_pos_embed(
+                    module.pos_embed.shape[-1],
+                    (latent[0] // patch, latent[1] // patch),
+                    base_size=module.base_size,
+                    interpolation_scale=module.interpolation_scale,
+                )
+            )
+    ours = from_config(service, TABLE_2D, name, query)
+    measure(f"from-config {name} {pixels}", ours, reference)
+    np.testing.assert_array_equal(ours, reference)
+
+
+@pytest.mark.parametrize("video", [None, (13, 64, 80)])
+def test_from_config_is_cogvideox_s_patch_embed(
+    service: httpx.Client, video: tuple[int, int, int] | None
+) -> None:
+    torch = lib("torch")
+    diffusers = lib("diffusers")
+    name = "CogVideoXTransformer3DModel"
+    module = getattr(diffusers, name).from_config(TINY[name]).patch_embed
+    with torch.no_grad():
+        if video is None:
+            table, query = module.pos_embedding, ""
+        else:
+            frames, height, width = video
+            table = module._get_positional_embeddings(height // 8, width // 8, frames)
+            query = f"frames={frames}&height={height}&width={width}"
+    reference = table[0].to(torch.float32).numpy()
+    ours = from_config(service, TABLE_3D, name, query)
+    measure(f"from-config {name} {video}", ours, reference)
+    np.testing.assert_array_equal(ours, reference)
