@@ -495,6 +495,36 @@ export class Client {
     return only(await this.tensor("POST", path, params, init));
   }
 
+  /** The 2-D sin-cos table of a `height` × `width` patch grid, `[extraTokens + height ·
+   * width, dim]`, a row a token (row-major): a `preset` ("mae", the default; "diffusers",
+   * "sd3", "timm") and the parameters it takes (`extraTokens`, `baseSize`,
+   * `interpolationScale`, `posEmbedMaxSize`, `temperature`, `interleaveSinCos`,
+   * `reverseCoord`). */
+  async sincos2d(params) {
+    return only(await this.encoding("sincos-2d", params));
+  }
+
+  /** The 3-D sin-cos table of a `frames` × `height` × `width` patch grid, `[textTokens +
+   * frames · height · width, dim]` (diffusers' get_3d_sincos_pos_embed; preset
+   * "cogvideox": CogVideoX-2b's). */
+  async sincos3d(params) {
+    return only(await this.encoding("sincos-3d", params));
+  }
+
+  /** A diffusers model's 2-D sin-cos table from its config.json (SD3, PixArt, DiT, Latte),
+   * for a picture of `height` × `width` pixels (default the config's). */
+  async sincos2dFromConfig(config, params = {}) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    return only(await this.tensor("POST", "/v1/encodings/sincos-2d/from-config", params, init));
+  }
+
+  /** CogVideoX's 3-D sin-cos table from its config.json, for a video of `frames` frames of
+   * `height` × `width` pixels (default the config's). */
+  async sincos3dFromConfig(config, params = {}) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    return only(await this.tensor("POST", "/v1/encodings/sincos-3d/from-config", params, init));
+  }
+
   /** The ALiBi slopes of `numHeads` heads. */
   async alibiSlopes(params) {
     return only(await this.tensor("GET", "/v1/biases/alibi/slopes", params));

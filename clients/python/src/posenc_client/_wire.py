@@ -44,6 +44,7 @@ FROM_CONFIG: Final = ROTARY + "/from-config"
 POSITIONS: Final = ROTARY + "/positions"
 TEMPERATURE: Final = "/v1/encodings/temperature"
 TIMESTEP: Final = "/v1/encodings/timestep"
+SINCOS: Final = "/v1/encodings/sincos-"
 MROPE: Final = "/v1/positions/mrope"
 ALIBI: Final = "/v1/biases/alibi"
 AUDIT: Final = "/v1/audit"
@@ -178,6 +179,19 @@ def timestep_from_config(config: Config, given: Mapping[str, Value]) -> Call[Arr
     """``POST /v1/encodings/timestep/from-config`` with a diffusers model's ``config.json``."""
     params = query({**given, "format": "npy"})
     path = TIMESTEP + "/from-config"
+    return Call("POST", path, array_of, params, write_config(config), {"content-type": JSON})
+
+
+def sincos(axes: str, given: Mapping[str, Value]) -> Call[Array]:
+    """``GET /v1/encodings/sincos-2d`` (``axes`` "2d") or ``sincos-3d``."""
+    return Call("GET", SINCOS + axes, array_of, query({**given, "format": "npy"}))
+
+
+def sincos_from_config(axes: str, config: Config, given: Mapping[str, Value]) -> Call[Array]:
+    """``POST /v1/encodings/sincos-2d/from-config`` (or ``3d``) with a diffusers model's
+    ``config.json``."""
+    params = query({**given, "format": "npy"})
+    path = SINCOS + axes + "/from-config"
     return Call("POST", path, array_of, params, write_config(config), {"content-type": JSON})
 
 
