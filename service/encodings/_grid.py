@@ -18,7 +18,7 @@ from __future__ import annotations
 import decimal
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -129,6 +129,21 @@ def sincos(
         return np.sin(angles), np.cos(angles)
 
 
+def _axis_table(
+    axis: Axis, index: NDArray[np.int64], arithmetic: Arithmetic, exact: bool, dtype: np.dtype[Any]
+) -> tuple[NDArray[np.floating], NDArray[np.floating], NDArray[np.intp]]:
+    """The sines and cosines of the distinct indices of one axis, rounded to ``dtype`` (as
+    a table's entries are), computed in chunks; and where each index's row is."""
+    needed, inverse = np.unique(index, return_inverse=True)
+    sines = np.empty((len(needed), axis.count), dtype=dtype)
+    cosines = np.empty_like(sines)
+    step = max(1, _CHUNK_ELEMENTS // max(1, axis.count))
+    for first in range(0, len(needed), step):
+        rows = slice(first, first + step)
+        sines[rows], cosines[rows] = sincos(axis, needed[rows], arithmetic, exact)
+    return sines, cosines, inverse.reshape(-1)
+
+
 def fill_rows(
     out: Rows,
     indices: Sequence[NDArray[np.int64]],
@@ -138,17 +153,19 @@ def fill_rows(
     exact: bool,
 ) -> None:
     """``out[n]`` the row of the token whose index along axis ``a`` is ``indices[a][n]``:
-    the blocks of ``layout`` (an axis's sines or cosines) side by side, in chunks."""
-    count = max(1, sum(axes[a].count for a, _ in layout))
-    step = max(1, _CHUNK_ELEMENTS // count)
+    the blocks of ``layout`` (an axis's sines or cosines) side by side. An entry depends on
+    one axis's index alone, so each axis's distinct indices are computed once and gathered
+    into the rows, a chunk at a time (the same bits as computing every row)."""
+    tables = [
+        _axis_table(axis, index, arithmetic, exact, out.dtype)
+        for axis, index in zip(axes, indices, strict=True)
+    ]
+    step = max(1, _CHUNK_ELEMENTS // max(1, out.shape[1]))
     for first in range(0, len(out), step):
         rows = slice(first, first + step)
-        computed = [
-            sincos(axis, index[rows], arithmetic, exact)
-            for axis, index in zip(axes, indices, strict=True)
-        ]
         column = 0
         for a, part in layout:
-            block = computed[a][0 if part == "sin" else 1]
-            out[rows, column : column + block.shape[1]] = block
+            sines, cosines, inverse = tables[a]
+            block = sines if part == "sin" else cosines
+            out[rows, column : column + block.shape[1]] = block[inverse[rows]]
             column += block.shape[1]
