@@ -124,7 +124,8 @@ PRESETS: Final[Mapping[str, Preset]] = {
             "sd3",
             "SD3/SD3.5's PatchEmbed: the table of a pos_embed_max_size square grid (192; "
             "SD3.5 Medium 384), base_size 64 (sample_size / patch_size), cropped at the "
-            "centre to height × width",
+            "centre to height × width (a persistent buffer: a checkpoint's pos_embed "
+            "replaces it when loaded)",
             (
                 _PATCH_EMBED,
                 Source(
