@@ -40,9 +40,9 @@ from service.encodings.registry import (
     Family,
     Rounding,
     Rows,
+    Source,
     register,
 )
-from service.encodings.timestep import Source
 from service.errors import InvalidParameter
 
 PARAMETERS: Final = (
@@ -81,6 +81,13 @@ class Preset:
     takes: tuple[str, ...] = ()
     arithmetic: Arithmetic = "float64"
     scaled: bool = False
+
+    @property
+    def rows(self) -> str:
+        """What row ``r`` of its table is."""
+        zeros = "extra_tokens zero rows, then " if "extra_tokens" in self.takes else ""
+        order = "column by column with reverse_coord" if self.name == "timm" else "row-major"
+        return f"{zeros}a row a token of the height × width grid ({order})"
 
 
 _DIFFUSERS: Final = Source(
@@ -345,4 +352,4 @@ def bound(key: Sincos2DKey) -> Bound:
     return Bound(1.0, ("interpolation_scale",))
 
 
-FAMILY: Final = register(Family("sincos-2d", Sincos2DKey, fill, take, bound))
+FAMILY: Final = register(Family("sincos-2d", Sincos2DKey, fill, take, bound, presets=PRESETS))

@@ -33,9 +33,9 @@ from service.encodings.registry import (
     Family,
     Rounding,
     Rows,
+    Source,
     register,
 )
-from service.encodings.timestep import Source
 from service.errors import InvalidParameter
 
 PARAMETERS: Final = (
@@ -64,6 +64,19 @@ class Preset:
     sources: tuple[Source, ...]
     settings: Mapping[str, Any] = field(default_factory=dict)
     takes: tuple[str, ...] = ()
+
+    @property
+    def arithmetic(self) -> str:
+        """diffusers': float32 positions, float64 angles, one rounding at the end."""
+        return "float64"
+
+    @property
+    def rows(self) -> str:
+        """What row ``r`` of its table is."""
+        return (
+            "text_tokens zero rows, then a row a token of the frames × height × width grid, "
+            "frame by frame, each frame row-major"
+        )
 
 
 _FUNCTION: Final = Source(
@@ -238,4 +251,4 @@ def bound(key: Sincos3DKey) -> Bound:
     return Bound(1.0, ("spatial_interpolation_scale", "temporal_interpolation_scale"))
 
 
-FAMILY: Final = register(Family("sincos-3d", Sincos3DKey, fill, take, bound))
+FAMILY: Final = register(Family("sincos-3d", Sincos3DKey, fill, take, bound, presets=PRESETS))

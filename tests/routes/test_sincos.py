@@ -292,3 +292,15 @@ def test_from_config_lists_the_classes_it_reads(http: httpx.Client) -> None:
         assert name in problem["detail"]
     problem = assert_problem(http.post(FROM_3D, json={"_class_name": "X"}), 422)
     assert "CogVideoXTransformer3DModel" in problem["detail"]
+
+
+def test_the_presets_are_listed_with_their_sources(http: httpx.Client) -> None:
+    families = http.get("/v1/presets").json()["families"]
+    listed = {preset["name"]: preset for preset in families["sincos-2d"]}
+    assert list(listed) == list(sincos2d.PRESETS)
+    assert listed["sd3"]["fixes"]["pos_embed_max_size"] == 192
+    assert listed["timm"]["takes"] == ["temperature", "interleave_sin_cos", "reverse_coord"]
+    assert listed["timm"]["library_rounding"].startswith("float32")
+    assert all(source["version"] for source in listed["mae"]["follows"])
+    cogvideox = {preset["name"]: preset for preset in families["sincos-3d"]}["cogvideox"]
+    assert cogvideox["fixes"]["text_tokens"] == 226
