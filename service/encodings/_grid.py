@@ -15,8 +15,9 @@ entry rounded once.
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -24,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.encodings import _exact, _library
-from service.encodings.registry import Rows
+from service.encodings.registry import Audit, AuditPath, Rows, Values, replacing
 
 F32 = np.float32
 F64 = np.float64
@@ -169,3 +170,37 @@ def fill_rows(
             block = sines if part == "sin" else cosines
             out[rows, column : column + block.shape[1]] = block[inverse[rows]]
             column += block.shape[1]
+
+
+def audit(along: Callable[[Any, NDArray[np.int64], Arithmetic], Rows]) -> Audit[Any]:
+    """The audit record of a grid's table whose rows ``along`` computes in either
+    arithmetic: its library's, the tables stored in bfloat16 and float16, and each
+    arithmetic's own path (numpy's and diffusers' float64 against timm's float32), by token
+    row."""
+
+    def path(arithmetic: Arithmetic) -> Callable[[Any, NDArray[np.int64]], Values]:
+        def values(key: Any, positions: NDArray[np.int64]) -> Values:
+            library = dataclasses.replace(key, rounding="library", dtype="float32")
+            return along(library, positions, arithmetic).astype(np.float64)
+
+        return values
+
+    return Audit(
+        exact=replacing(rounding="exact", dtype="float64"),
+        library=replacing(rounding="library", dtype="float32"),
+        paths=("library", "bf16-table", "fp16-table"),
+        own=(
+            AuditPath(
+                "float64-angles",
+                "numpy's and diffusers' arithmetic (MAE, DiT, PixArt, SD3, CogVideoX): float32 "
+                "positions, float64 frequencies, angles, sin and cos, one rounding at the end.",
+                path("float64"),
+            ),
+            AuditPath(
+                "float32-angles",
+                "timm's arithmetic: frequencies and angles each rounded to float32, float32 "
+                "sin and cos.",
+                path("float32"),
+            ),
+        ),
+    )

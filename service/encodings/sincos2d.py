@@ -35,6 +35,7 @@ from service.encodings._grid import Arithmetic, Axis, Part
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
+    Audit,
     Bound,
     DType,
     Family,
@@ -317,6 +318,12 @@ def _layout(key: Sincos2DKey) -> tuple[tuple[int, Part], ...]:
 
 def take(key: Sincos2DKey, positions: NDArray[np.int64]) -> Rows:
     """The rows at ``positions`` (row indices of the table)."""
+    return along(key, positions, PRESETS[key.preset].arithmetic)
+
+
+def along(key: Sincos2DKey, positions: NDArray[np.int64], arithmetic: _grid.Arithmetic) -> Rows:
+    """The rows at ``positions`` in the key's layout, computed in ``arithmetic`` (the
+    preset's for the table; the other for an audit's path)."""
     out = np.zeros((len(positions), key.dim), dtype=key.dtype)
     tokens = np.asarray(positions, dtype=np.int64) - key.extra_tokens
     grid = tokens >= 0
@@ -333,7 +340,7 @@ def take(key: Sincos2DKey, positions: NDArray[np.int64]) -> Rows:
         (row, column),
         key.axes,
         _layout(key),
-        PRESETS[key.preset].arithmetic,
+        arithmetic,
         key.rounding == "exact",
     )
     out[grid] = part
@@ -352,4 +359,7 @@ def bound(key: Sincos2DKey) -> Bound:
     return Bound(1.0, ("interpolation_scale",))
 
 
-FAMILY: Final = register(Family("sincos-2d", Sincos2DKey, fill, take, bound, presets=PRESETS))
+AUDIT: Final[Audit[Sincos2DKey]] = _grid.audit(along)
+FAMILY: Final = register(
+    Family("sincos-2d", Sincos2DKey, fill, take, bound, audit=AUDIT, presets=PRESETS)
+)

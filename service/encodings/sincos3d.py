@@ -28,6 +28,7 @@ from service.encodings._grid import Axis, Part
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
+    Audit,
     Bound,
     DType,
     Family,
@@ -224,6 +225,12 @@ def preset_key(
 
 def take(key: Sincos3DKey, positions: NDArray[np.int64]) -> Rows:
     """The rows at ``positions`` (row indices of the table)."""
+    return along(key, positions, "float64")
+
+
+def along(key: Sincos3DKey, positions: NDArray[np.int64], arithmetic: _grid.Arithmetic) -> Rows:
+    """The rows at ``positions``, computed in ``arithmetic`` (diffusers' float64 for the
+    table; float32 for an audit's path)."""
     out = np.zeros((len(positions), key.dim), dtype=key.dtype)
     tokens = np.asarray(positions, dtype=np.int64) - key.text_tokens
     video = tokens >= 0
@@ -233,7 +240,7 @@ def take(key: Sincos3DKey, positions: NDArray[np.int64]) -> Rows:
     row, column = np.divmod(cell, key.grid_width)
     part = np.empty((len(frame), key.dim), dtype=key.dtype)
     _grid.fill_rows(
-        part, (frame, row, column), key.axes, _LAYOUT, "float64", key.rounding == "exact"
+        part, (frame, row, column), key.axes, _LAYOUT, arithmetic, key.rounding == "exact"
     )
     out[video] = part
     return out
@@ -251,4 +258,7 @@ def bound(key: Sincos3DKey) -> Bound:
     return Bound(1.0, ("spatial_interpolation_scale", "temporal_interpolation_scale"))
 
 
-FAMILY: Final = register(Family("sincos-3d", Sincos3DKey, fill, take, bound, presets=PRESETS))
+AUDIT: Final[Audit[Sincos3DKey]] = _grid.audit(along)
+FAMILY: Final = register(
+    Family("sincos-3d", Sincos3DKey, fill, take, bound, audit=AUDIT, presets=PRESETS)
+)

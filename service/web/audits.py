@@ -96,7 +96,7 @@ async def answer(
         table = declared.query.model_validate(given)
         key = await declared.key_of(runtime, table)
     # positions 0 .. max_len-1, or as far as the family's entries reach
-    max_len = audit_paths.extent(key, int(table.max_len))
+    max_len = audit_paths.extent(key, declared.block(table, key).max_len)
     limits = runtime.limits
     limits.last_position(max_len - 1 + registry.shift(key), "the last position audited")
     width = audit_paths.width(key)

@@ -224,13 +224,28 @@ EXAMPLES: Final = {
 }
 
 
+def example_of(operation_id: str) -> Example | None:
+    """The example of an operation: its own, or for a family's audit from a config, the
+    family's from-config example without its rows (the audit of the same table)."""
+    own = EXAMPLES.get(operation_id)
+    audit = operation_id.startswith("audit") and operation_id.endswith("FromConfig")
+    if own is not None or not audit:
+        return own
+    family = operation_id.removeprefix("audit").removesuffix("FromConfig")
+    table = EXAMPLES.get(f"get{family}TableFromConfig")
+    if table is None:
+        return None
+    rows = ("start", "stop")
+    return Example(table.bodies, {k: v for k, v in table.parameters.items() if k not in rows})
+
+
 def with_examples(document: dict[str, Any]) -> dict[str, Any]:
     """``document`` (the app's OpenAPI) with :data:`EXAMPLES` written in, by operation id:
     each JSON body's ``examples``, and each parameter's ``example``. What it writes into is
     copied first: FastAPI may share an ``openapi_extra`` between operations."""
     for operations in document.get("paths", {}).values():
         for operation in operations.values():
-            example = EXAMPLES.get(operation.get("operationId", ""))
+            example = example_of(operation.get("operationId", ""))
             if example is None:
                 continue
             body = operation["requestBody"] = dict(operation["requestBody"])
