@@ -14,6 +14,7 @@ from service.routes import (
     ops,
     pictures,
     rotary,
+    sincos,
     sinusoidal,
     temperature,
     timestep,
@@ -29,6 +30,8 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     alibi.BIAS,
     temperature.TABLE,
     timestep.TABLE,
+    sincos.TABLE_2D,
+    sincos.TABLE_3D,
 )
 ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),
