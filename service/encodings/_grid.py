@@ -7,10 +7,11 @@ sines and cosines of each axis's angles, in the blocks its code lays them out in
 compute it (float32 positions, ``omega = 1 / temperature ** (arange(count) / count)`` in
 float64, the angles, sin and cos in float64, one rounding to the answer's dtype at the
 end), or timm's float32 (``bands = 1 / temperature ** (arange(count) / count)`` and the
-angles each rounded to float32; pow, sin and cos correctly rounded where torch's are
-within an ulp). ``exact``: the positions as real numbers (``index · base_size / (size ·
-scale)``, to 2^-100), double-double frequencies (:mod:`service.encodings._exact`), each
-entry rounded once.
+angles each rounded to float32; pow, sin and cos the library engine's, :mod:`.kernels`:
+torch's own with the torch engine, else correctly rounded where torch's are within an
+ulp). ``exact``: the positions as real numbers (``index · base_size / (size · scale)``, to
+2^-100), double-double frequencies (:mod:`service.encodings._exact`), each entry rounded
+once.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Final, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from service.encodings import _exact, _library
+from service.encodings import _exact, _library, kernels
 from service.encodings.registry import Audit, AuditPath, Rows, Values, replacing
 
 F32 = np.float32
@@ -100,9 +101,9 @@ def _frequencies64(axis: Axis) -> NDArray[F64]:
 
 def _frequencies32(axis: Axis) -> NDArray[F32]:
     """timm's ``freq_bands``: ``arange(count).float() / count``, ``1. / temperature **
-    exp``, each step float32."""
+    exp``, each step float32, pow the library engine's (:mod:`.kernels`)."""
     exponent = np.arange(axis.count).astype(F32) / F32(axis.count)
-    return F32(1.0) / _library.pow32(_library.f32(axis.temperature), exponent)
+    return F32(1.0) / kernels.pow(_library.f32(axis.temperature), exponent)
 
 
 def _dd_sincos(hi: NDArray[F64], lo: NDArray[F64]) -> tuple[NDArray[F64], NDArray[F64]]:
@@ -124,7 +125,8 @@ def sincos(
     positions = axis.library_positions(index)
     if arithmetic == "float32":
         with np.errstate(over="ignore", invalid="ignore"):
-            return _library.sincos(positions[:, None] * _frequencies32(axis)[None, :])
+            angles = positions[:, None] * _frequencies32(axis)[None, :]
+            return kernels.sin(angles), kernels.cos(angles)
     with np.errstate(over="ignore", invalid="ignore"):
         angles = positions.astype(F64)[:, None] * _frequencies64(axis)[None, :]
         return np.sin(angles), np.cos(angles)

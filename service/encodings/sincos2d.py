@@ -360,6 +360,14 @@ def bound(key: Sincos2DKey) -> Bound:
 
 
 AUDIT: Final[Audit[Sincos2DKey]] = _grid.audit(along)
+
+
+def engine(key: Sincos2DKey) -> bool:
+    """Whether the key's table is computed with the library engine's functions: timm's
+    float32 library path."""
+    return key.rounding == "library" and PRESETS[key.preset].arithmetic == "float32"
+
+
 FAMILY: Final = register(
-    Family("sincos-2d", Sincos2DKey, fill, take, bound, audit=AUDIT, presets=PRESETS)
+    Family("sincos-2d", Sincos2DKey, fill, take, bound, audit=AUDIT, presets=PRESETS, engine=engine)
 )

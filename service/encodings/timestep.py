@@ -691,15 +691,14 @@ AUDIT: Final[Audit[TimestepKey]] = Audit(
         ),
     ),
 )
+
+
 def engine(key: TimestepKey) -> bool:
     """Whether the key's table is computed with the library engine's exp, sin and cos: the
     float32 library path."""
     return key.rounding == "library" and PRESETS[key.preset].arithmetic == "float32"
 
 
-
 FAMILY: Final = register(
-    Family(
-        "timestep", TimestepKey, fill, take, bound, audit=AUDIT, presets=PRESETS, engine=engine
-    )
+    Family("timestep", TimestepKey, fill, take, bound, audit=AUDIT, presets=PRESETS, engine=engine)
 )
