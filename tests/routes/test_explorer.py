@@ -186,8 +186,9 @@ def _rows_at(api: httpx.Client, values: list[float], **query: str) -> np.ndarray
 
 
 def test_the_received_timesteps_read_back_as_timestep_js_reads_them(api: httpx.Client) -> None:
-    """FLUX's sampler gives σ = 0.9 and 0.75 in bfloat16, times 1000 in bfloat16: its
-    embedding receives 900 and 752, and its rows are bitwise those of the float32 path
+    """FLUX's sampler takes timesteps 900 and 750 as σ = t / 1000 in bfloat16, times 1000
+    in bfloat16: its embedding receives 900 and 752, and its rows are bitwise those of the
+    float32 path
     (preset diffusers with FLUX's frequencies, time_factor 1, float32 timesteps) at them,
     and at no neighbouring float32 timestep; the path's row at t = 1 holds each pair's
     frequency as its angle, the slowest pair's angle then giving t (timestep.js's read)."""
@@ -199,7 +200,7 @@ def test_the_received_timesteps_read_back_as_timestep_js_reads_them(api: httpx.C
         "time_factor": "1",
         "timestep_dtype": "float32",
     }
-    flux = _rows_at(api, [0.9, 0.75], preset="flux")
+    flux = _rows_at(api, [900, 750], preset="flux")
     assert np.array_equal(flux, _rows_at(api, [900, 752], **path))
     near = [float(np.nextafter(np.float32(t), np.float32(d))) for t in (900, 752) for d in (0, 1e4)]
     assert not any(

@@ -375,10 +375,11 @@ TIMESTEP: Final = "/v1/encodings/timestep"
 
 def test_the_timestep_view_draws_flux_and_what_its_embedding_receives(visit: Visit) -> None:
     """The timestep view lists the service's presets, draws FLUX's table (raw) as a heatmap
-    and as lines, reads back that σ = 0.9 and 0.75 reach the embedding as 900 and 752
-    (bfloat16), and links to the table's audit, which the audit view draws."""
+    and as lines, reads back that timesteps 750 and 900 reach the embedding as 752 and 900
+    (σ = t / 1000 in bfloat16, times 1000 in bfloat16), and links to the table's audit,
+    which the audit view draws."""
     page = visit.page
-    page.goto(f"{visit.url}/?view=timestep&preset=flux&max_len=1000&dim=256&values=0.9,0.75")
+    page.goto(f"{visit.url}/?view=timestep&preset=flux&max_len=1000&dim=256&values=750,900")
     page.wait_for_selector('#timestep-view[data-state="ready"]')
     page.wait_for_selector('#timestep-received-view[data-state="ready"]')
     listed = page.eval_on_selector_all("#timestep-preset option", "o => o.map(e => e.value)")
@@ -403,8 +404,8 @@ def test_the_timestep_view_draws_flux_and_what_its_embedding_receives(visit: Vis
     received = page.eval_on_selector_all(
         "#timestep-received tr", "rows => rows.map(r => [r.dataset.received, r.dataset.difference])"
     )
-    assert received == [["900", "0"], ["752", "0"]]
-    assert "values=0.9%2C0.75" in page.url
+    assert received == [["752", "0"], ["900", "0"]]
+    assert "values=750%2C900" in page.url
     assert "'http" in (page.text_content("#timestep-curl") or "")
     page.click("#timestep-audit")
     page.wait_for_selector('#audit-view[data-state="ready"][data-family="timestep"]')

@@ -275,9 +275,10 @@
     return Math.atan2(row[sine], row[cosine]);
   }
 
-  /** Each value's received timestep: the first candidate t (from the row's slowest pair,
-   *  its turns counted from the value and from the value × time_factor) whose row on the
-   *  float32 path is the value's row, else the nearest; ``{value, t, difference}``. */
+  /** Each value's received timestep: the candidate t (from the row's slowest pair: its
+   *  angle as it is, or with the turns the value, or the value × time_factor, would make)
+   *  whose row on the float32 path is nearest the value's row, the first of equals;
+   *  ``{value, t, difference}``. */
   async function receivedTimesteps(params, values, signal) {
     const [given, resolvedParams] = await Promise.all([
       rowsAt(params, values, signal), resolved(params, signal),
@@ -300,7 +301,7 @@
     const tried = values.map((value, j) => {
       const row = given.data.subarray(j * dim, (j + 1) * dim);
       const phase = angleOf(row, slowest, half, flip);
-      const estimates = [value, value * resolvedParams.time_factor].map((start) => {
+      const estimates = [0, value, value * resolvedParams.time_factor].map((start) => {
         const turns = Math.round((turn * start - phase) / (2 * Math.PI));
         return (phase + 2 * Math.PI * turns) / turn;
       });
