@@ -230,7 +230,8 @@ def test_the_views_ask_for_raw_answers_from_their_endpoints(api: httpx.Client) -
     # JSON once: the embedding's parameters as resolved, from one row
     assert re.findall(r"format: \"json\"", steps) == ['format: "json"']
     assert 'start: 0, stop: 1, format: "json"' in steps
-    assert '"/v1/presets"' in steps  # the presets are the service's
+    assert "E.familyPresets(VIEW," in steps  # the presets are the service's, as listed
+    assert ".families[family]" in api.get("/explorer/explorer.js").text
     assert "window.explorer" in steps
     # the heatmap and the lines are explorer.js's, as the sinusoidal view draws them
     assert "E.drawGrid(" in steps

@@ -170,6 +170,55 @@
     return { url: part.url, command: `${note}\n${part.command}` };
   }
 
+  /** A family's preset menu (``#{prefix}-preset``) filled from ``families[family]`` of GET
+   *  /v1/presets, and, as a preset is chosen, each of ``controls`` (a parameter's, by its
+   *  name) enabled when the preset takes it, its blank showing what the preset fixes; and
+   *  the preset's notes: ``#{prefix}-summary``, ``-fixes``, ``-rows`` and ``-sources`` in
+   *  ``#{prefix}-preset-notes``. Resolves once the menu is filled (or, the presets not
+   *  listed, with every control enabled: the service names what it refuses). */
+  async function familyPresets(family, prefix, controls) {
+    const select = $(`${prefix}-preset`);
+    let presets = null;
+    function update() {
+      const preset = presets && presets[select.value];
+      for (const control of controls) {
+        const takes = !preset || preset.takes.includes(control.name);
+        control.disabled = !takes;
+        // blank: the preset's value (what it fixes, else the function's default)
+        const shown = preset && control.name in preset.fixes
+          ? String(preset.fixes[control.name]) : "default";
+        if (control.options) control.options[0].textContent = shown;
+        else control.placeholder = shown;
+      }
+      $(`${prefix}-preset-notes`).hidden = !preset;
+      if (!preset) return;
+      $(`${prefix}-summary`).textContent = preset.summary;
+      const fixes = Object.entries(preset.fixes).map(([name, value]) => `${name}=${value}`);
+      $(`${prefix}-fixes`).textContent = `fixes: ${fixes.join(", ") || "nothing"}; takes: ` +
+        `${preset.takes.join(", ") || "nothing"}; rounding=library: ${preset.library_rounding}`;
+      $(`${prefix}-rows`).textContent = `${preset.rows[0].toUpperCase()}${preset.rows.slice(1)}.`;
+      $(`${prefix}-sources`).textContent = preset.follows
+        .map((s) => `${s.repository} ${s.version}, ${s.path}: ${s.function}`).join("; ");
+    }
+    select.addEventListener("change", update);
+    try {
+      const response = await fetch("/v1/presets");
+      if (!response.ok) throw await problemOf(response);
+      const listed = (await response.json()).families[family];
+      presets = Object.fromEntries(listed.map((preset) => [preset.name, preset]));
+      const chosen = select.value;
+      select.replaceChildren(...listed.map((preset) => {
+        const option = new Option(preset.name, preset.name);
+        option.title = preset.summary;
+        return option;
+      }));
+      select.value = Object.hasOwn(presets, chosen) ? chosen : listed[0].name;
+    } catch (error) {
+      presets = null;
+    }
+    update();
+  }
+
   /** The sinusoidal table's curl command (``curlCommand``). */
   function tableCurl(params) {
     return curlCommand({
@@ -906,6 +955,7 @@
     $, shortest, niceTicks, tickText, logTicks, compact, colormap, problemOf, decode, surface,
     axes, trace, drawGrid, drawColumns, chosenColumns, positionAxis,
     show, hide, refuse, debounce, copyText, curlCommand, fetchRaw, fetchRows, sampling,
+    familyPresets,
     samplingNote, elementLimit, ordinal,
     LINES, MAX_ENTRIES, SAMPLES,
     /** Adds a view: ``view.show()`` draws it (fetching what it needs) and sets the address. */

@@ -2,7 +2,7 @@
 // (little-endian float32 of shape (rows, dim)) and drawn as a heatmap and as chosen columns
 // over the timestep; and, for values typed, the timestep the preset's embedding receives,
 // read back from the rows POST /v1/encodings/timestep/positions answers. The presets (their
-// summary, sources and what each fixes) are the service's, from GET /v1/presets.
+// summary, sources and what each fixes) are the service's (explorer.js's familyPresets).
 // Uses explorer.js's helpers (window.explorer): a view of another table of sines and cosines
 // needs its controls in index.html and a script like this one, registered with
 // `E.register`; no libraries, no build step, no other host.
@@ -22,8 +22,6 @@
   const SHAPE = ["flip_sin_to_cos", "downscale_freq_shift", "max_period"]; // the frequencies'
   const n = (value) => value.toLocaleString("en");
 
-  // name -> {summary, follows, fixes, takes, rows, library_rounding} (GET /v1/presets)
-  let presets = null;
   // {params, rows, cols, table, step, total}: row r is timestep r × step
   let current = null;
   let generation = 0;
@@ -42,46 +40,6 @@
   /** The embedding's parameters' controls: each sent when the preset takes it. */
   function parameterControls() {
     return [...$(`${VIEW}-parameters`).querySelectorAll("input, select")];
-  }
-
-  async function loadPresets() {
-    try {
-      const response = await fetch("/v1/presets");
-      if (!response.ok) throw await E.problemOf(response);
-      const listed = (await response.json()).families[VIEW];
-      presets = Object.fromEntries(listed.map((preset) => [preset.name, preset]));
-      const select = $(`${VIEW}-preset`);
-      const chosen = select.value;
-      select.replaceChildren(...listed.map((preset) => new Option(preset.name, preset.name)));
-      select.value = Object.hasOwn(presets, chosen) ? chosen : listed[0].name;
-    } catch (error) {
-      presets = null; // every control stays enabled; the service names what it refuses
-    }
-    updateControls();
-  }
-
-  /** Each parameter's control enabled when the preset takes it, showing what it fixes; the
-   *  preset's summary, what it fixes, what its rows are and the code it follows. */
-  function updateControls() {
-    const preset = presets && presets[$(`${VIEW}-preset`).value];
-    for (const control of parameterControls()) {
-      const takes = !preset || preset.takes.includes(control.name);
-      control.disabled = !takes;
-      // blank: the preset's value (what it fixes, else the function's default)
-      const shown = preset && control.name in preset.fixes
-        ? String(preset.fixes[control.name]) : "default";
-      if (control.options) control.options[0].textContent = shown;
-      else control.placeholder = shown;
-    }
-    $(`${VIEW}-preset-notes`).hidden = !preset;
-    if (!preset) return;
-    $(`${VIEW}-summary`).textContent = preset.summary;
-    const fixes = Object.entries(preset.fixes).map(([name, value]) => `${name}=${value}`);
-    $(`${VIEW}-fixes`).textContent = `fixes: ${fixes.join(", ") || "nothing"}; takes: ` +
-      `${preset.takes.join(", ")}; rounding=library: ${preset.library_rounding}`;
-    $(`${VIEW}-rows`).textContent = `${preset.rows[0].toUpperCase()}${preset.rows.slice(1)}.`;
-    $(`${VIEW}-sources`).textContent = preset.follows
-      .map((s) => `${s.repository} ${s.version}, ${s.path}: ${s.function}`).join("; ");
   }
 
   /** The form as it stands: the basic parameters, and the non-blank ones the preset takes
@@ -136,7 +94,7 @@
     for (const [name, value] of search) {
       const control = controls.namedItem(name) || $(`${VIEW}-${name}`);
       if (control && "value" in control) {
-        // a preset not yet listed: an option for it, until /v1/presets lists them
+        // a preset not yet listed: an option for it, until familyPresets lists them
         if (control.options && ![...control.options].some((o) => o.value === value)) {
           control.append(new Option(value, value));
         }
@@ -439,12 +397,12 @@
   }
 
   restoreFromAddress();
-  const ready = loadPresets();
+  // the preset menu and notes, and which parameters' controls the chosen preset takes
+  const ready = E.familyPresets(VIEW, VIEW, parameterControls());
   $(`${VIEW}-controls`).addEventListener("submit", (event) => {
     event.preventDefault();
     load();
   });
-  $(`${VIEW}-preset`).addEventListener("change", updateControls);
   const reload = E.debounce(load, 200);
   for (const control of $(`${VIEW}-controls`).querySelectorAll("input, select")) {
     control.addEventListener("change", reload);
