@@ -355,7 +355,7 @@ def preset_key(
     return TimestepKey(dim, **settings, preset=preset, rounding=rounding, dtype=dtype)
 
 
-def _narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.float32]:
+def narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.float32]:
     """float32 values rounded to ``dtype`` (to nearest, ties to even), as float32."""
     if dtype == "float16":
         with np.errstate(over="ignore"):
@@ -373,7 +373,7 @@ def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
     divided by ``time_factor`` in it where the preset's pipeline does, and multiplied by
     it in it (torch computes a narrow tensor times a number in float32, rounded once)."""
     with np.errstate(over="ignore"):
-        t = _narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
+        t = narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
     if not np.isfinite(t).all():
         largest = float(_LARGEST[key.timestep_dtype])
         raise InvalidParameter(
@@ -383,9 +383,9 @@ def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
     factor = _library.f32(key.time_factor)
     with np.errstate(over="ignore", invalid="ignore"):
         if PRESETS[key.preset].hop == "pipeline":
-            t = _narrowed(t / factor, key.timestep_dtype)
+            t = narrowed(t / factor, key.timestep_dtype)
         if key.time_factor != 1:
-            t = _narrowed(t * factor, key.timestep_dtype)
+            t = narrowed(t * factor, key.timestep_dtype)
     if not np.isfinite(t).all():
         raise InvalidParameter(
             "time_factor",

@@ -13,6 +13,7 @@ from service.routes import (
     mrope,
     ops,
     pictures,
+    rope_nd,
     rotary,
     sinusoidal,
     temperature,
@@ -29,6 +30,7 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     alibi.BIAS,
     temperature.TABLE,
     timestep.TABLE,
+    rope_nd.TABLE,
 )
 ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),

@@ -1,0 +1,114 @@
+"""Multi-axis RoPE over HTTP: ``GET /v1/encodings/rope-nd`` (a preset's grid as cos and sin
+in npz and JSON), ``POST .../positions`` (ids of every axis), ``POST .../apply``, and the
+refusals that name their parameter."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from service.encodings import registry, rope_nd
+from tests.support import assert_problem, client_of, npy_bytes
+
+TABLE = "/v1/encodings/rope-nd"
+POSITIONS = TABLE + "/positions"
+
+
+@pytest.fixture(scope="module")
+def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
+    with client_of(in_process_app) as client:
+        yield client
+
+
+def npz(answer: httpx.Response) -> Any:
+    assert answer.status_code == 200, answer.text
+    return np.load(io.BytesIO(answer.content), allow_pickle=False)
+
+
+def test_the_npz_holds_cos_and_sin_of_the_family_s_rows(http: httpx.Client) -> None:
+    got = npz(http.get(f"{TABLE}?grid=3,4&preset=flux&text_tokens=2&start=1&format=npz"))
+    key = rope_nd.preset_key("flux", (3, 4), {"text_tokens": 2}, None, "interleaved", "library", "float32")
+    rows = registry.rows(key, 1, 14)
+    np.testing.assert_array_equal(got["cos"], rows[:, :128])
+    np.testing.assert_array_equal(got["sin"], rows[:, 128:])
+
+
+def test_json_states_the_preset_s_parameters(http: httpx.Client) -> None:
+    answer = http.get(f"{TABLE}?grid=1,2,3&preset=wan&head_dim=128&format=json")
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    assert document["axes_dim"] == [44, 42, 42]
+    assert (document["tokens"], document["freqs_dtype"], document["shape"]) == (
+        6,
+        "float64",
+        [2, 6, 128],
+    )
+    # token 5 is cell (0, 1, 2): the frame axis's angles are 0, its cosines 1
+    assert document["cos"][5][:44] == [1.0] * 44
+
+
+def test_text_ids_are_the_model_s(http: httpx.Client) -> None:
+    """FLUX.2's text tokens count on the fourth axis, FLUX's are all zero."""
+    flux2 = npz(http.get(f"{TABLE}?grid=1,1&preset=flux2&text_tokens=3&format=npz"))
+    flux = npz(http.get(f"{TABLE}?grid=1,1&preset=flux&text_tokens=3&format=npz"))
+    assert np.all(flux["cos"] == 1)
+    assert np.all(flux2["cos"][:, :96] == 1)
+    assert flux2["sin"][2, 97] == np.float32(np.sin(2.0))
+
+
+def test_positions_are_the_rows_of_the_same_ids(http: httpx.Client) -> None:
+    got = npz(
+        http.post(
+            f"{POSITIONS}?grid=1,1&preset=flux&format=npz",
+            json={"position_ids": [[0, 0], [1, 2], [3, 1]]},
+        )
+    )
+    table = npz(http.get(f"{TABLE}?grid=3,4&preset=flux&format=npz"))
+    np.testing.assert_array_equal(got["cos"], table["cos"][[7, 9]])
+
+
+def test_bfloat16_ids_round_as_the_pipeline_s(http: httpx.Client) -> None:
+    url = f"{POSITIONS}?grid=1,1&preset=flux&ids_dtype=bfloat16&format=npz"
+    got = npz(http.post(url, content=npy_bytes(np.array([[0, 0], [0, 0], [257, 256]], np.float32)),
+                        headers={"content-type": "application/x-npy"}))
+    np.testing.assert_array_equal(got["cos"][0], got["cos"][1])
+
+
+def test_exact_is_within_an_ulp_of_library(http: httpx.Client) -> None:
+    base = f"{TABLE}?preset=hunyuan-video&grid=2,4,5&format=npz"
+    library = npz(http.get(base))
+    exact = npz(http.get(base + "&rounding=exact"))
+    assert np.abs(library["cos"] - exact["cos"]).max() < 1e-5
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("grid=-1,2&preset=flux", "grid"),
+        ("grid=2,2,2&preset=flux", "grid"),
+        ("grid=2,2,2&preset=wan&theta=5", "theta"),
+        ("grid=2,2,2&preset=hunyuan-video&text_tokens=3", "text_tokens"),
+        ("grid=2,2&axes_dim=3,4", "axes_dim"),
+        ("grid=2,2&axes_dim=4,4&head_dim=10", "axes_dim"),
+        ("grid=2,2&axes_dim=4,x", "axes_dim"),
+        ("grid=100000,100000&axes_dim=64,64", "grid"),
+        ("grid=1000000,1000000&axes_dim=4,4", "grid"),
+        ("grid=2,2&axes_dim=4,4&start=4", "start"),
+    ],
+)
+def test_bad_parameters_are_named(http: httpx.Client, query: str, name: str) -> None:
+    assert_problem(http.get(f"{TABLE}?{query}"), 422, name)
+
+
+def test_non_finite_ids_are_refused(http: httpx.Client) -> None:
+    body = npy_bytes(np.array([[0.0, np.nan], [1.0, 2.0], [0.0, 1.0]]))
+    answer = http.post(
+        f"{POSITIONS}?grid=1,1&preset=flux", content=body, headers={"content-type": "application/x-npy"}
+    )
+    assert 400 <= answer.status_code < 500
+    assert "position_ids" in answer.text
