@@ -1,0 +1,262 @@
+"""Conformance: multi-axis RoPE against the real code (no weights):
+
+- diffusers 0.42.1's modules (``FluxPosEmbed``, ``Flux2PosEmbed``,
+  ``HunyuanVideoRotaryPosEmbed``, ``WanRotaryPosEmbed``) with the ids their pipelines build
+  (``FluxPipeline._prepare_latent_image_ids`` in float32 and in bfloat16, text ids of zeros;
+  ``Flux2Pipeline._prepare_text_ids`` and ``_prepare_latent_ids``; text first), and
+  ``get_1d_rotary_pos_embed`` per axis for preset ``diffusers``;
+- black-forest-labs/flux's ``rope`` and ``EmbedND`` (``src/flux/math.py``,
+  ``src/flux/modules/layers.py``), transcribed below at 1f71c43 (2024: float64 frequencies)
+  and 802fb47 (since 4343061, 2025-01-31: frequencies in the ids' dtype, float32);
+- Wan2.1's ``rope_params`` (Wan-Video/Wan2.1 9737cba, ``wan/modules/model.py``, transcribed
+  below) in float64 and its ``rope_apply``'s split;
+- diffusers' ``apply_rotary_emb`` (float32) and Wan2.1's ``rope_apply`` (float64) against
+  ``POST .../apply``.
+
+The float64 presets are rounded once from float64 and are expected bit for bit; the float32
+ones follow torch operation by operation with correctly rounded pow, cos and sin: with
+torch's own put in their place they are bit for bit (asserted); as served, the share of
+entries bit for bit and the largest difference are written to
+``artifacts/conformance-rope-nd.json``."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import io
+import json
+import os
+from collections.abc import Iterator
+from typing import Any, Final
+
+import httpx
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from service.encodings import _library
+from tests.support import ROOT
+
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+
+_missing = [name for name in ("torch", "diffusers") if importlib.util.find_spec(name) is None]
+if _missing and not os.environ.get("CONFORMANCE_REQUIRED"):
+    pytest.skip(
+        f"the conformance extra is not installed (no {', '.join(_missing)})",
+        allow_module_level=True,
+    )
+
+TABLE: Final = "/v1/encodings/rope-nd"
+ARTIFACT: Final = ROOT / "artifacts" / "conformance-rope-nd.json"
+FIGURES: Final[dict[str, dict[str, Any]]] = {}
+
+
+@functools.cache
+def lib(name: str) -> Any:
+    return importlib.import_module(name)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def figures() -> Iterator[None]:
+    """The measured figures, written once the module's tests have run."""
+    yield
+    if FIGURES:
+        ARTIFACT.parent.mkdir(exist_ok=True)
+        ARTIFACT.write_text(json.dumps(FIGURES, indent=1, sort_keys=True) + "\n")
+        print("\n\nConformance, multi-axis RoPE:\n" + json.dumps(FIGURES, indent=1))
+
+
+def served(service: httpx.Client, query: str) -> tuple[NDArray[Any], NDArray[Any]]:
+    answer = service.get(f"{TABLE}?{query}&format=npz")
+    assert answer.status_code == 200, answer.text
+    found = np.load(io.BytesIO(answer.content), allow_pickle=False)
+    return found["cos"], found["sin"]
+
+
+def measure(name: str, ours: tuple[Any, Any], reference: tuple[Any, Any], bitwise: bool) -> None:
+    """The share of entries bit for bit and the largest difference, recorded under ``name``;
+    ``bitwise``: every entry the same."""
+    got = np.concatenate([np.asarray(part) for part in ours])
+    want = np.concatenate([np.asarray(part.numpy()) for part in reference])
+    assert got.shape == want.shape and got.dtype == want.dtype
+    difference = np.abs(got.astype(np.float64) - want)
+    FIGURES[name] = {
+        "entries": int(got.size),
+        "bit_for_bit": float((got == want).mean()),
+        "largest_difference": float(difference.max(initial=0.0)),
+    }
+    if bitwise:
+        np.testing.assert_array_equal(got, want)
+    assert difference.max(initial=0.0) <= 2e-4  # angles up to ~200 rad, an ulp of a frequency
+
+
+def torch_functions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library path's pow, sin and cos made torch's own."""
+    torch = lib("torch")
+
+    def pow32(base: np.float32, exponent: NDArray[np.float32]) -> NDArray[np.float32]:
+        out: NDArray[np.float32] = torch.pow(float(base), torch.from_numpy(exponent)).numpy()
+        return out
+
+    def sincos(angles: NDArray[Any]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        tensor = torch.from_numpy(np.ascontiguousarray(angles, np.float32))
+        return torch.sin(tensor).numpy(), torch.cos(tensor).numpy()
+
+    monkeypatch.setattr(_library, "pow32", pow32)
+    monkeypatch.setattr(_library, "sincos", sincos)
+
+
+def flux_ids(text: int, height: int, width: int, dtype: Any) -> Any:
+    """diffusers' FLUX pipeline's ids: text zeros, then the latent grid, in ``dtype``."""
+    torch = lib("torch")
+    pipeline = lib("diffusers.pipelines.flux.pipeline_flux").FluxPipeline
+    image = pipeline._prepare_latent_image_ids(1, height, width, "cpu", dtype)
+    return torch.cat([torch.zeros(text, 3, dtype=dtype), image])
+
+
+@pytest.mark.parametrize(("ids_dtype", "height", "width"), [("float32", 32, 48), ("bfloat16", 300, 4)])
+def test_flux_pos_embed(service: httpx.Client, ids_dtype: str, height: int, width: int) -> None:
+    torch = lib("torch")
+    module = lib("diffusers.models.transformers.transformer_flux").FluxPosEmbed(10000, [16, 56, 56])
+    reference = module(flux_ids(7, height, width, getattr(torch, ids_dtype)))
+    ours = served(
+        service, f"grid={height},{width}&preset=flux&text_tokens=7&ids_dtype={ids_dtype}"
+    )
+    measure(f"flux ({ids_dtype} ids) vs FluxPosEmbed", ours, reference, bitwise=True)
+
+
+def bfl_rope(pos: Any, dim: int, theta: int, float64: bool) -> Any:
+    """black-forest-labs/flux ``src/flux/math.py::rope``: 1f71c43 (``float64``) and
+    802fb47 (frequencies in ``pos.dtype``), as written there."""
+    torch = lib("torch")
+    dtype = torch.float64 if float64 else pos.dtype
+    scale = torch.arange(0, dim, 2, dtype=dtype, device=pos.device) / dim
+    omega = 1.0 / (theta**scale)
+    out = torch.einsum("...n,d->...nd", pos.to(omega.dtype) if float64 else pos, omega)
+    out = torch.stack([torch.cos(out), -torch.sin(out), torch.sin(out), torch.cos(out)], dim=-1)
+    out = out.reshape(*out.shape[:-1], 2, 2)
+    return out.float()
+
+
+def bfl_embed(ids: Any, float64: bool) -> tuple[Any, Any]:
+    """``EmbedND`` (``modules/layers.py``) as cos and sin of each pair, each twice."""
+    torch = lib("torch")
+    out = torch.cat(
+        [bfl_rope(ids[..., i], d, 10000, float64) for i, d in enumerate((16, 56, 56))], dim=-3
+    )[0]
+    return (
+        out[..., 0, 0].repeat_interleave(2, dim=-1),
+        out[..., 1, 0].repeat_interleave(2, dim=-1),
+    )
+
+
+def bfl_ids(text: int, height: int, width: int) -> Any:
+    """``sampling.py::prepare``: ``torch.zeros(h // 2, w // 2, 3)`` filled, text zeros."""
+    torch = lib("torch")
+    image = torch.zeros(height, width, 3)
+    image[..., 1] = image[..., 1] + torch.arange(height)[:, None]
+    image[..., 2] = image[..., 2] + torch.arange(width)[None, :]
+    return torch.cat([torch.zeros(text, 3), image.reshape(-1, 3)])[None]
+
+
+@pytest.mark.parametrize(("preset", "float64"), [("flux", True), ("flux-bfl", False)])
+def test_flux_reference(service: httpx.Client, preset: str, float64: bool) -> None:
+    reference = bfl_embed(bfl_ids(5, 40, 24), float64)
+    ours = served(service, f"grid=40,24&preset={preset}&text_tokens=5")
+    measure(f"{preset} vs black-forest-labs/flux rope", ours, reference, bitwise=float64)
+
+
+def test_flux_bfl_with_torch_s_functions_is_bit_for_bit(
+    service: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch_functions(monkeypatch)
+    reference = bfl_embed(bfl_ids(3, 20, 30), False)
+    ours = served(service, "grid=20,30&preset=flux-bfl&text_tokens=3&stop=603")
+    measure("flux-bfl with torch's pow, sin, cos", ours, reference, bitwise=True)
+
+
+def test_flux2_pos_embed(service: httpx.Client) -> None:
+    torch = lib("torch")
+    pipeline = lib("diffusers.pipelines.flux2.pipeline_flux2").Flux2Pipeline
+    module = lib("diffusers.models.transformers.transformer_flux2").Flux2PosEmbed(2000, [32] * 4)
+    text = pipeline._prepare_text_ids(torch.zeros(1, 9, 4))[0]
+    image = pipeline._prepare_latent_ids(torch.zeros(1, 4, 24, 40))[0]
+    cos = torch.cat([module(text)[0], module(image)[0]])
+    sin = torch.cat([module(text)[1], module(image)[1]])
+    ours = served(service, "grid=24,40&preset=flux2&text_tokens=9")
+    measure("flux2 vs Flux2PosEmbed", ours, (cos, sin), bitwise=True)
+
+
+def test_hunyuan_video(service: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = lib("torch")
+    module = lib("diffusers.models.transformers.transformer_hunyuan_video")
+    rope = module.HunyuanVideoRotaryPosEmbed(2, 1, [16, 56, 56], 256.0)
+    reference = rope(torch.zeros(1, 1, 5, 2 * 30, 2 * 36))
+    ours = served(service, "grid=5,30,36&preset=hunyuan-video")
+    measure("hunyuan-video vs HunyuanVideoRotaryPosEmbed", ours, reference, bitwise=False)
+    torch_functions(monkeypatch)  # a table not yet in the cache
+    reference = rope(torch.zeros(1, 1, 4, 2 * 30, 2 * 36))
+    ours = served(service, "grid=4,30,36&preset=hunyuan-video")
+    measure("hunyuan-video with torch's pow, sin, cos", ours, reference, bitwise=True)
+
+
+def wan_rope_params(max_seq_len: int, dim: int, theta: float = 10000) -> Any:
+    """Wan-Video/Wan2.1 9737cba ``wan/modules/model.py::rope_params``."""
+    torch = lib("torch")
+    freqs = torch.outer(
+        torch.arange(max_seq_len),
+        1.0 / torch.pow(theta, torch.arange(0, dim, 2).to(torch.float64).div(dim)),
+    )
+    return torch.polar(torch.ones_like(freqs), freqs)
+
+
+def test_wan(service: httpx.Client) -> None:
+    torch = lib("torch")
+    module = lib("diffusers.models.transformers.transformer_wan")
+    rope = module.WanRotaryPosEmbed(128, (1, 2, 2), 1024)
+    cos, sin = rope(torch.zeros(1, 1, 6, 2 * 20, 2 * 32))
+    ours = served(service, "grid=6,20,32&preset=wan")
+    measure("wan vs WanRotaryPosEmbed", ours, (cos[0, :, 0], sin[0, :, 0]), bitwise=True)
+    d = 128
+    freqs = torch.cat(
+        [wan_rope_params(1024, d - 4 * (d // 6)), *[wan_rope_params(1024, 2 * (d // 6))] * 2],
+        dim=1,
+    )
+    c = d // 2
+    parts = freqs.split([c - 2 * (c // 3), c // 3, c // 3], dim=1)
+    f, h, w = 6, 20, 32
+    grid = torch.cat(
+        [
+            parts[0][:f].view(f, 1, 1, -1).expand(f, h, w, -1),
+            parts[1][:h].view(1, h, 1, -1).expand(f, h, w, -1),
+            parts[2][:w].view(1, 1, w, -1).expand(f, h, w, -1),
+        ],
+        dim=-1,
+    ).reshape(f * h * w, -1)
+    reference = (
+        grid.real.repeat_interleave(2, dim=-1),
+        grid.imag.repeat_interleave(2, dim=-1),
+    )
+    narrowed = (reference[0].float(), reference[1].float())
+    measure("wan vs Wan2.1 rope_params", ours, narrowed, bitwise=True)
+    wide = served(service, "grid=6,20,32&preset=wan&dtype=float64")
+    measure("wan (float64) vs Wan2.1 rope_params", wide, reference, bitwise=False)
+
+
+def test_diffusers_function_per_axis(service: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = lib("torch")
+    function = lib("diffusers.models.embeddings").get_1d_rotary_pos_embed
+    grid = torch.stack(torch.meshgrid(torch.arange(3.0), torch.arange(7.0), torch.arange(9.0), indexing="ij"))
+    pos = grid.reshape(3, -1)
+    parts = [function(d, pos[i], 500.0, use_real=True) for i, d in enumerate((8, 24, 32))]
+    reference = (torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1))
+    query = "grid=3,7,9&axes_dim=8,24,32&theta=500"
+    measure("diffusers vs get_1d_rotary_pos_embed", served(service, query), reference, bitwise=False)
+    torch_functions(monkeypatch)  # the same table, not from the cache
+    measure(
+        "diffusers with torch's pow, sin, cos",
+        served(service, query + "&dtype=float64"),
+        (reference[0].double(), reference[1].double()),
+        bitwise=True,
+    )
