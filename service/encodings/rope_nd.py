@@ -58,6 +58,8 @@ LAYOUTS: Final[tuple[Layout, ...]] = get_args(Layout)
 # the frequencies' dtype (diffusers' freqs_dtype): the arithmetic of rounding=library
 FreqsDType = Literal["float32", "float64"]
 FREQS_DTYPES: Final[tuple[FreqsDType, ...]] = get_args(FreqsDType)
+# an apply's: the rotation's dtype
+Arithmetic = Literal["float32", "float64"]
 IDS_DTYPES: Final[tuple[TimestepDType, ...]] = TIMESTEP_DTYPES
 PARAMETERS: Final = ("axes_dim", "theta", "freqs_dtype", "text_tokens", "ids_dtype")
 MAX_AXES: Final = 8
@@ -464,6 +466,4 @@ def bound(key: RopeNdKey) -> Bound:
     return Bound(1.0, ("theta",))
 
 
-FAMILY: Final = register(
-    Family("rope-nd", RopeNdKey, fill, take, bound, arrays=("cos", "sin"))
-)
+FAMILY: Final = register(Family("rope-nd", RopeNdKey, fill, take, bound, arrays=("cos", "sin")))

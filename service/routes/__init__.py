@@ -36,6 +36,7 @@ ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),
     sinusoidal.router,
     rotary.router,
+    rope_nd.router,
     mrope.router,
     pictures.router,
     ops.router,

@@ -4,12 +4,20 @@ rotation of posted queries or keys."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Annotated, Final
+
+from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers
 from service.encodings import rope_nd
-from service.schemas.rope_nd import RopeNdDocument, RopeNdQuery
-from service.web import declared
+from service.encodings.rotation import Rotation
+from service.schemas.rope_nd import RopeNdApplyQuery, RopeNdDocument, RopeNdQuery
+from service.web import declared, openapi
+from service.web.deps import RuntimeDep
+from service.web.responses import apply_response
+
+PATH: Final = "/v1/encodings/rope-nd"
+router = APIRouter(tags=["rope-nd"])
 
 TABLE: Final = declared.Declared(
     family=rope_nd.FAMILY,
@@ -36,3 +44,24 @@ TABLE: Final = declared.Declared(
         at=rope_nd.at,
     ),
 )
+
+
+@router.post(
+    PATH + "/apply",
+    operation_id="applyRopeNd",
+    summary="Queries or keys (B, heads, L, head_dim) rotated by the table of their L tokens "
+    "(text tokens first), pairs as layout says: diffusers' apply_rotary_emb in float32, or "
+    "Wan2.1's rope_apply with arithmetic=float64.",
+    response_class=Response,
+    openapi_extra={"requestBody": openapi.APPLY_BODY},
+    responses=openapi.APPLY_RESPONSES,
+)
+async def apply(
+    query: Annotated[RopeNdApplyQuery, Query()], request: Request, runtime: RuntimeDep
+) -> Response:
+    """Queries or keys (B, heads, L, head_dim) rotated by their tokens' angles."""
+    tokens = query.table_key("float32").tokens  # checked before the body is read
+    kernel = Rotation("half" if query.layout == "half" else "interleaved")
+    return await apply_response(
+        request, runtime, query.format, kernel, query.key, 0, tokens, (query.shape, query.dtype)
+    )

@@ -14,6 +14,7 @@ from service.encodings.registry import DType, Rounding
 from service.encodings.rope_nd import (
     MAX_AXES,
     PRESETS,
+    Arithmetic,
     FreqsDType,
     Layout,
     RopeNdKey,
@@ -21,6 +22,7 @@ from service.encodings.rope_nd import (
 )
 from service.encodings.timestep import TimestepDType
 from service.errors import InvalidParameter
+from service.schemas.common import RawBodyFields
 from service.settings import POSITION_CEILING
 
 # mypy reads a str; pydantic and the OpenAPI document the presets' names
@@ -44,9 +46,8 @@ def integers(name: str, text: str | None, count: int | None = None) -> tuple[int
     return values
 
 
-class RopeNdQuery(BaseModel):
-    """Which table: the grid, a preset, the embedding's parameters, which rows, in what
-    form."""
+class RopeNdFields(BaseModel):
+    """Which table: the grid, a preset, the embedding's parameters."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -97,19 +98,14 @@ class RopeNdQuery(BaseModel):
         description="interleaved: pairs (2i, 2i+1), each cos twice (repeat_interleave_real); "
         "half: the head's pairs (i, i + head_dim/2), cos concatenated with itself.",
     )
-    start: int = Field(0, ge=0, description="First token returned (inclusive).")
-    stop: int | None = Field(None, ge=1, description="Token after the last; default all.")
     rounding: Rounding = Field(
         "library",
         description="library: the named code's arithmetic (float64 or float32); exact: the "
         "formula at the ids, each entry rounded once.",
     )
-    dtype: DType = Field("float32", description="Element type of the answer.")
-    format: Format | None = Field(
-        None, description="json, npy, npz, raw or safetensors; default by Accept."
-    )
 
-    def key(self) -> RopeNdKey:
+    def table_key(self, dtype: DType) -> RopeNdKey:
+        """The table's key, its rows of ``dtype``."""
         given = {
             "axes_dim": integers("axes_dim", self.axes_dim, MAX_AXES),
             "theta": self.theta,
@@ -118,9 +114,23 @@ class RopeNdQuery(BaseModel):
             "ids_dtype": self.ids_dtype,
         }
         grid = integers("grid", self.grid, MAX_AXES) or ()
-        key = preset_key(
-            self.preset, grid, given, self.head_dim, self.layout, self.rounding, self.dtype
+        return preset_key(
+            self.preset, grid, given, self.head_dim, self.layout, self.rounding, dtype
         )
+
+
+class RopeNdQuery(RopeNdFields):
+    """Which table, which rows, in what form."""
+
+    start: int = Field(0, ge=0, description="First token returned (inclusive).")
+    stop: int | None = Field(None, ge=1, description="Token after the last; default all.")
+    dtype: DType = Field("float32", description="Element type of the answer.")
+    format: Format | None = Field(
+        None, description="json, npy, npz, raw or safetensors; default by Accept."
+    )
+
+    def key(self) -> RopeNdKey:
+        key = self.table_key(self.dtype)
         if self.start >= key.tokens:
             raise InvalidParameter("start", f"must be below the {key.tokens} tokens")
         if self.stop is not None and not self.start < self.stop <= key.tokens:
@@ -169,3 +179,30 @@ class RopeNdDocument(BaseModel):
     shape: list[int] = Field(description="[2, stop - start, head_dim]")
     cos: list[list[float]] = Field(description="Each token's cosines.")
     sin: list[list[float]] = Field(description="Each token's sines.")
+
+
+class RopeNdApplyQuery(RopeNdFields, RawBodyFields):
+    """How to rotate a posted batch ``(B, heads, L, head_dim)``: the table of its tokens
+    (rows ``0 .. L-1``), the arithmetic, the answer's form (a raw body's shape and dtype
+    too)."""
+
+    arithmetic: Arithmetic | None = Field(
+        None,
+        description="The rotation's dtype: float32 (diffusers' apply_rotary_emb, x.float() * "
+        "cos + rotated * sin) or float64 (Wan2.1's rope_apply, complex128). Default: the "
+        "batch's (float32 for float16 and float32, float64 for float64).",
+    )
+    format: Format | None = Field(
+        None, description="Answer format (json, npy, npz, raw, safetensors); default the body's."
+    )
+
+    def key(self, head_dim: int, dtype: DType) -> RopeNdKey:
+        """The table for a batch of heads ``head_dim`` wide, in the arithmetic's dtype."""
+        key = self.table_key(self.arithmetic or dtype)
+        if head_dim != key.head_dim:
+            raise InvalidParameter(
+                "axes_dim",
+                f"sum to {key.head_dim}, not the embeddings' head width {head_dim}",
+                also=("head_dim",),
+            )
+        return key

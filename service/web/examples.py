@@ -123,6 +123,15 @@ EXAMPLES: Final = {
         },
         {"max_len": 1000, "start": 990},
     ),
+    "getRopeNdAtIds": Example(
+        {
+            "flux": (
+                "FLUX.1's ids (axes, L) of a text token and two image tokens",
+                {"position_ids": [[0, 0, 0], [0, 0, 5], [0, 1, 7]]},
+            )
+        },
+        {"grid": "1,1", "preset": "flux"},
+    ),
     "getTimestepEmbeddingAt": Example(
         {
             "flux": (
@@ -181,6 +190,15 @@ EXAMPLES: Final = {
             )
         },
         {},
+    ),
+    "applyRopeNd": Example(
+        {
+            "batch": (
+                "A head's four tokens (a 2x2 grid) of 8 numbers, axes 4 and 4",
+                {"embeddings": _EMBEDDINGS},
+            )
+        },
+        {"grid": "2,2", "axes_dim": "4,4"},
     ),
     "inferModel": _INFER,
     "inferModelVersion": _INFER,

@@ -74,12 +74,13 @@ def served(service: httpx.Client, query: str) -> tuple[NDArray[Any], NDArray[Any
     return found["cos"], found["sin"]
 
 
-def measure(name: str, ours: tuple[Any, Any], reference: tuple[Any, Any], bitwise: bool) -> None:
+def measure(name: str, ours: tuple[Any, ...], reference: tuple[Any, ...], bitwise: bool) -> None:
     """The share of entries bit for bit and the largest difference, recorded under ``name``;
     ``bitwise``: every entry the same."""
     got = np.concatenate([np.asarray(part) for part in ours])
     want = np.concatenate([np.asarray(part.numpy()) for part in reference])
-    assert got.shape == want.shape and got.dtype == want.dtype
+    assert got.shape == want.shape
+    assert got.dtype == want.dtype
     difference = np.abs(got.astype(np.float64) - want)
     FIGURES[name] = {
         "entries": int(got.size),
@@ -115,14 +116,14 @@ def flux_ids(text: int, height: int, width: int, dtype: Any) -> Any:
     return torch.cat([torch.zeros(text, 3, dtype=dtype), image])
 
 
-@pytest.mark.parametrize(("ids_dtype", "height", "width"), [("float32", 32, 48), ("bfloat16", 300, 4)])
+@pytest.mark.parametrize(
+    ("ids_dtype", "height", "width"), [("float32", 32, 48), ("bfloat16", 300, 4)]
+)
 def test_flux_pos_embed(service: httpx.Client, ids_dtype: str, height: int, width: int) -> None:
     torch = lib("torch")
     module = lib("diffusers.models.transformers.transformer_flux").FluxPosEmbed(10000, [16, 56, 56])
     reference = module(flux_ids(7, height, width, getattr(torch, ids_dtype)))
-    ours = served(
-        service, f"grid={height},{width}&preset=flux&text_tokens=7&ids_dtype={ids_dtype}"
-    )
+    ours = served(service, f"grid={height},{width}&preset=flux&text_tokens=7&ids_dtype={ids_dtype}")
     measure(f"flux ({ids_dtype} ids) vs FluxPosEmbed", ours, reference, bitwise=True)
 
 
@@ -244,19 +245,91 @@ def test_wan(service: httpx.Client) -> None:
     measure("wan (float64) vs Wan2.1 rope_params", wide, reference, bitwise=False)
 
 
-def test_diffusers_function_per_axis(service: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diffusers_function_per_axis(
+    service: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     torch = lib("torch")
     function = lib("diffusers.models.embeddings").get_1d_rotary_pos_embed
-    grid = torch.stack(torch.meshgrid(torch.arange(3.0), torch.arange(7.0), torch.arange(9.0), indexing="ij"))
+    grid = torch.stack(
+        torch.meshgrid(torch.arange(3.0), torch.arange(7.0), torch.arange(9.0), indexing="ij")
+    )
     pos = grid.reshape(3, -1)
     parts = [function(d, pos[i], 500.0, use_real=True) for i, d in enumerate((8, 24, 32))]
     reference = (torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1))
     query = "grid=3,7,9&axes_dim=8,24,32&theta=500"
-    measure("diffusers vs get_1d_rotary_pos_embed", served(service, query), reference, bitwise=False)
+    measure(
+        "diffusers vs get_1d_rotary_pos_embed", served(service, query), reference, bitwise=False
+    )
     torch_functions(monkeypatch)  # the same table, not from the cache
     measure(
         "diffusers with torch's pow, sin, cos",
         served(service, query + "&dtype=float64"),
         (reference[0].double(), reference[1].double()),
         bitwise=True,
+    )
+
+
+def applied(service: httpx.Client, query: str, x: NDArray[np.float32]) -> NDArray[Any]:
+    buffer = io.BytesIO()
+    np.save(buffer, x)
+    answer = service.post(
+        f"{TABLE}/apply?{query}&format=npy",
+        content=buffer.getvalue(),
+        headers={"content-type": "application/x-npy"},
+    )
+    assert answer.status_code == 200, answer.text
+    found: NDArray[Any] = np.load(io.BytesIO(answer.content), allow_pickle=False)
+    return found
+
+
+def test_apply_is_diffusers_apply_rotary_emb(service: httpx.Client) -> None:
+    torch = lib("torch")
+    module = lib("diffusers.models.transformers.transformer_flux").FluxPosEmbed(10000, [16, 56, 56])
+    x = np.random.default_rng(3).standard_normal((1, 3, 4 + 12 * 10, 128)).astype(np.float32)
+    rotary = module(flux_ids(4, 12, 10, torch.float32))
+    apply_rotary_emb = lib("diffusers.models.embeddings").apply_rotary_emb
+    reference = apply_rotary_emb(torch.from_numpy(x), rotary, sequence_dim=2)
+    ours = applied(service, "grid=12,10&preset=flux&text_tokens=4", x)
+    measure("apply (flux) vs apply_rotary_emb", (ours,), (reference,), bitwise=True)
+
+
+def wan_rope_apply(x: Any, grid_sizes: Any, freqs: Any) -> Any:
+    """Wan-Video/Wan2.1 9737cba ``wan/modules/model.py::rope_apply``: x (B, L, heads, D)."""
+    torch = lib("torch")
+    n, c = x.size(2), x.size(3) // 2
+    freqs = freqs.split([c - 2 * (c // 3), c // 3, c // 3], dim=1)
+    output = []
+    for i, (f, h, w) in enumerate(grid_sizes.tolist()):
+        seq_len = f * h * w
+        x_i = torch.view_as_complex(x[i, :seq_len].to(torch.float64).reshape(seq_len, n, -1, 2))
+        freqs_i = torch.cat(
+            [
+                freqs[0][:f].view(f, 1, 1, -1).expand(f, h, w, -1),
+                freqs[1][:h].view(1, h, 1, -1).expand(f, h, w, -1),
+                freqs[2][:w].view(1, 1, w, -1).expand(f, h, w, -1),
+            ],
+            dim=-1,
+        ).reshape(seq_len, 1, -1)
+        x_i = torch.view_as_real(x_i * freqs_i).flatten(2)
+        x_i = torch.cat([x_i, x[i, seq_len:]])
+        output.append(x_i)
+    return torch.stack(output).float()
+
+
+def test_apply_float64_is_wan_rope_apply(service: httpx.Client) -> None:
+    torch = lib("torch")
+    d = 128
+    freqs = torch.cat(
+        [wan_rope_params(1024, d - 4 * (d // 6)), *[wan_rope_params(1024, 2 * (d // 6))] * 2],
+        dim=1,
+    )
+    x = np.random.default_rng(4).standard_normal((1, 2, 3 * 8 * 6, d)).astype(np.float32)
+    upstream = torch.from_numpy(x).transpose(1, 2)  # Wan's (B, L, heads, D)
+    reference = wan_rope_apply(upstream, torch.tensor([[3, 8, 6]]), freqs).transpose(1, 2)
+    ours = applied(service, "grid=3,8,6&preset=wan&arithmetic=float64", x)
+    measure(
+        "apply (wan, float64) vs Wan2.1 rope_apply",
+        (ours,),
+        (reference.contiguous(),),
+        bitwise=False,
     )

@@ -32,7 +32,9 @@ def npz(answer: httpx.Response) -> Any:
 
 def test_the_npz_holds_cos_and_sin_of_the_family_s_rows(http: httpx.Client) -> None:
     got = npz(http.get(f"{TABLE}?grid=3,4&preset=flux&text_tokens=2&start=1&format=npz"))
-    key = rope_nd.preset_key("flux", (3, 4), {"text_tokens": 2}, None, "interleaved", "library", "float32")
+    key = rope_nd.preset_key(
+        "flux", (3, 4), {"text_tokens": 2}, None, "interleaved", "library", "float32"
+    )
     rows = registry.rows(key, 1, 14)
     np.testing.assert_array_equal(got["cos"], rows[:, :128])
     np.testing.assert_array_equal(got["sin"], rows[:, 128:])
@@ -74,8 +76,13 @@ def test_positions_are_the_rows_of_the_same_ids(http: httpx.Client) -> None:
 
 def test_bfloat16_ids_round_as_the_pipeline_s(http: httpx.Client) -> None:
     url = f"{POSITIONS}?grid=1,1&preset=flux&ids_dtype=bfloat16&format=npz"
-    got = npz(http.post(url, content=npy_bytes(np.array([[0, 0], [0, 0], [257, 256]], np.float32)),
-                        headers={"content-type": "application/x-npy"}))
+    got = npz(
+        http.post(
+            url,
+            content=npy_bytes(np.array([[0, 0], [0, 0], [257, 256]], np.float32)),
+            headers={"content-type": "application/x-npy"},
+        )
+    )
     np.testing.assert_array_equal(got["cos"][0], got["cos"][1])
 
 
@@ -108,7 +115,36 @@ def test_bad_parameters_are_named(http: httpx.Client, query: str, name: str) -> 
 def test_non_finite_ids_are_refused(http: httpx.Client) -> None:
     body = npy_bytes(np.array([[0.0, np.nan], [1.0, 2.0], [0.0, 1.0]]))
     answer = http.post(
-        f"{POSITIONS}?grid=1,1&preset=flux", content=body, headers={"content-type": "application/x-npy"}
+        f"{POSITIONS}?grid=1,1&preset=flux",
+        content=body,
+        headers={"content-type": "application/x-npy"},
     )
     assert 400 <= answer.status_code < 500
     assert "position_ids" in answer.text
+
+
+def test_apply_rotates_each_pair_by_its_token_s_angles(http: httpx.Client) -> None:
+    x = np.random.default_rng(0).standard_normal((1, 2, 2 + 6, 16)).astype(np.float32)
+    query = "grid=2,1,3&axes_dim=4,6,6&text_tokens=2"
+    table = npz(http.get(f"{TABLE}?{query}&format=npz"))
+    answer = http.post(
+        f"{TABLE}/apply?{query}&format=npy",
+        content=npy_bytes(x),
+        headers={"content-type": "application/x-npy"},
+    )
+    assert answer.status_code == 200, answer.text
+    got = np.load(io.BytesIO(answer.content))
+    cos, sin = table["cos"][:, 0::2], table["sin"][:, 0::2]
+    a, b = x[..., 0::2], x[..., 1::2]
+    np.testing.assert_array_equal(got[..., 0::2], a * cos - b * sin)
+    np.testing.assert_array_equal(got[..., 1::2], b * cos + a * sin)
+
+
+def test_apply_refuses_a_head_other_than_the_axes_sum(http: httpx.Client) -> None:
+    x = np.zeros((1, 1, 4, 12), np.float32)
+    answer = http.post(
+        f"{TABLE}/apply?grid=4&axes_dim=16",
+        content=npy_bytes(x),
+        headers={"content-type": "application/x-npy"},
+    )
+    assert_problem(answer, 422, "axes_dim", "12")
