@@ -86,7 +86,9 @@ class Preset:
     the grid axis whose index it holds (None: 0), the axis that counts text tokens (None:
     text ids are all 0), and how many axes its grid has (None: as many as ``axes_dim``);
     ``split``: a head of ``head_dim`` cut into its axes (Wan's), where the model derives
-    them."""
+    them; ``centred``: a grid axis of ``n`` cells holds ids ``-(n - n // 2) .. n // 2 - 1``
+    (Qwen-Image's ``scale_rope``); ``text_after_grid``: text token ``l`` has the id
+    ``m + l`` on every axis, ``m`` past the grid's largest id (Qwen-Image's)."""
 
     name: str
     description: str
@@ -96,6 +98,8 @@ class Preset:
     places: tuple[int | None, ...] | None = None
     text_axis: int | None = None
     split: bool = False
+    centred: bool = False
+    text_after_grid: bool = False
 
     def grid_axes(self, axes: int) -> int:
         """The grid's axes for a model of ``axes`` axes."""
@@ -230,6 +234,24 @@ PRESETS: Final[Mapping[str, Preset]] = {
             places=(0, 1, 2),
             split=True,
         ),
+        Preset(
+            "qwen-image",
+            "Qwen-Image: axes 16/56/56, theta 10000, float32; ids (0, row, col) centred on "
+            "the image (scale_rope); text after the grid's largest id on every axis, first",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    _DIFFUSERS,
+                    "src/diffusers/models/transformers/transformer_qwenimage.py",
+                    "QwenEmbedRope",
+                ),
+            ),
+            {"axes_dim": (16, 56, 56), "theta": 10000.0, "freqs_dtype": "float32"},
+            takes=("text_tokens", "axes_dim"),
+            places=(None, 0, 1),
+            centred=True,
+            text_after_grid=True,
+        ),
     )
 }
 
@@ -363,8 +385,11 @@ def ids(key: RopeNdKey, rows: NDArray[np.int64]) -> NDArray[np.float64]:
     axes = len(key.axes_dim)
     out = np.zeros((axes, len(rows)), np.float64)
     text = rows < key.text_tokens
+    shift = [size - size // 2 if chosen.centred else 0 for size in key.grid]
     if chosen.text_axis is not None:
         out[chosen.text_axis, text] = rows[text]
+    if chosen.text_after_grid:
+        out[:, text] = rows[text] + max(size - s for size, s in zip(key.grid, shift, strict=True))
     # row-major cells; rows past the grid continue its first axis (the cache computes whole
     # pages, which may reach past the last token)
     rest = rows[~text] - key.text_tokens
@@ -376,7 +401,7 @@ def ids(key: RopeNdKey, rows: NDArray[np.int64]) -> NDArray[np.float64]:
     places = chosen.places if chosen.places is not None else tuple(range(axes))
     for axis, place in enumerate(places):
         if place is not None:
-            out[axis, ~text] = cells[place]
+            out[axis, ~text] = cells[place] - shift[place]
     return out
 
 

@@ -54,13 +54,13 @@ class RopeNdFields(BaseModel):
     grid: str = Field(
         max_length=128,
         description="The latent grid in patches, comma-separated: H,W for images (FLUX, "
-        "FLUX.2; preset=diffusers: one size per axis), T,H,W for video (HunyuanVideo, Wan). "
+        "FLUX.2, Qwen-Image; preset=diffusers: one size per axis), T,H,W for video (HunyuanVideo, Wan). "
         "Rows: text_tokens, then its cells in row-major order.",
     )
     preset: PresetName = Field(
         "diffusers",
         description="diffusers (get_1d_rotary_pos_embed per axis, every parameter may be "
-        "given), flux, flux-bfl, flux2, hunyuan-video, wan.",
+        "given), flux, flux-bfl, flux2, hunyuan-video, wan, qwen-image.",
     )
     axes_dim: str | None = Field(
         None,

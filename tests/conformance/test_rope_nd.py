@@ -92,8 +92,9 @@ def measure(name: str, ours: tuple[Any, ...], reference: tuple[Any, ...], bitwis
     assert difference.max(initial=0.0) <= 2e-4  # angles up to ~200 rad, an ulp of a frequency
 
 
-def torch_functions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The library path's pow, sin and cos made torch's own."""
+def torch_functions(monkeypatch: pytest.MonkeyPatch, trigonometry: bool = True) -> None:
+    """The library path's pow, sin and cos made torch's own (``trigonometry``: sin and cos
+    too; ``torch.polar``'s are another kernel's, nearly all correctly rounded)."""
     torch = lib("torch")
 
     def pow32(base: np.float32, exponent: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -105,7 +106,8 @@ def torch_functions(monkeypatch: pytest.MonkeyPatch) -> None:
         return torch.sin(tensor).numpy(), torch.cos(tensor).numpy()
 
     monkeypatch.setattr(_library, "pow32", pow32)
-    monkeypatch.setattr(_library, "sincos", sincos)
+    if trigonometry:
+        monkeypatch.setattr(_library, "sincos", sincos)
 
 
 def flux_ids(text: int, height: int, width: int, dtype: Any) -> Any:
@@ -332,4 +334,47 @@ def test_apply_float64_is_wan_rope_apply(service: httpx.Client) -> None:
         (ours,),
         (reference.contiguous(),),
         bitwise=False,
+    )
+
+
+def qwen_freqs(height: int, width: int, text: int) -> Any:
+    """diffusers' ``QwenEmbedRope`` (scale_rope, as ``QwenImageTransformer2DModel`` builds
+    it) of a one-frame image: text first, as the joint attention concatenates them."""
+    torch = lib("torch")
+    module = lib("diffusers.models.transformers.transformer_qwenimage")
+    rope = module.QwenEmbedRope(10000, [16, 56, 56], scale_rope=True)
+    image, words = rope([(1, height, width)], device="cpu", max_txt_seq_len=text)
+    return torch.cat([words, image])
+
+
+def test_qwen_image(service: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    freqs = qwen_freqs(31, 22, 6)
+    reference = (
+        freqs.real.repeat_interleave(2, dim=-1).contiguous(),
+        freqs.imag.repeat_interleave(2, dim=-1).contiguous(),
+    )
+    ours = served(service, "grid=31,22&preset=qwen-image&text_tokens=6")
+    measure("qwen-image vs QwenEmbedRope", ours, reference, bitwise=False)
+    torch_functions(monkeypatch, trigonometry=False)  # a table not yet in the cache
+    freqs = qwen_freqs(30, 23, 5)
+    reference = (
+        freqs.real.repeat_interleave(2, dim=-1).contiguous(),
+        freqs.imag.repeat_interleave(2, dim=-1).contiguous(),
+    )
+    ours = served(service, "grid=30,23&preset=qwen-image&text_tokens=5")
+    measure("qwen-image with torch's pow", ours, reference, bitwise=False)
+
+
+def test_apply_is_qwen_s_complex_product(service: httpx.Client) -> None:
+    """``apply_rotary_emb_qwen(x, freqs, use_real=False)``: x (B, S, heads, D) as complex64
+    times the frequencies; measured (torch's complex product may fuse)."""
+    torch = lib("torch")
+    module = lib("diffusers.models.transformers.transformer_qwenimage")
+    freqs = qwen_freqs(8, 6, 3)
+    x = np.random.default_rng(5).standard_normal((1, 2, 3 + 48, 128)).astype(np.float32)
+    upstream = torch.from_numpy(x).transpose(1, 2)
+    reference = module.apply_rotary_emb_qwen(upstream, freqs, use_real=False).transpose(1, 2)
+    ours = applied(service, "grid=8,6&preset=qwen-image&text_tokens=3", x)
+    measure(
+        "apply (qwen-image) vs apply_rotary_emb_qwen", (ours,), (reference.contiguous(),), False
     )
