@@ -54,8 +54,8 @@ class RopeNdFields(BaseModel):
     grid: str = Field(
         max_length=128,
         description="The latent grid in patches, comma-separated: H,W for images (FLUX, "
-        "FLUX.2, Qwen-Image; preset=diffusers: one size per axis), T,H,W for video (HunyuanVideo, Wan). "
-        "Rows: text_tokens, then its cells in row-major order.",
+        "FLUX.2, Qwen-Image; preset=diffusers: one size per axis), T,H,W for video "
+        "(HunyuanVideo, Wan). Rows: text_tokens, then its cells in row-major order.",
     )
     preset: PresetName = Field(
         "diffusers",
