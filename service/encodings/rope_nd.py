@@ -155,7 +155,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
                 Source(_FLUX_BFL, "1f71c43", "src/flux/math.py", "rope"),
             ),
             {"axes_dim": (16, 56, 56), "theta": 10000.0, "freqs_dtype": "float64"},
-            takes=("text_tokens", "ids_dtype"),
+            takes=("text_tokens", "ids_dtype", "axes_dim"),
             places=(None, 0, 1),
         ),
         Preset(
@@ -168,7 +168,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
                 Source(_FLUX_BFL, "802fb47", "src/flux/sampling.py", "prepare"),
             ),
             {"axes_dim": (16, 56, 56), "theta": 10000.0, "freqs_dtype": "float32"},
-            takes=("text_tokens",),
+            takes=("text_tokens", "axes_dim"),
             places=(None, 0, 1),
         ),
         Preset(
@@ -190,7 +190,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
                 ),
             ),
             {"axes_dim": (32, 32, 32, 32), "theta": 2000.0, "freqs_dtype": "float64"},
-            takes=("text_tokens",),
+            takes=("text_tokens", "axes_dim", "theta"),
             places=(None, 0, 1, None),
             text_axis=3,
         ),
@@ -213,7 +213,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
                 ),
             ),
             {"axes_dim": (16, 56, 56), "theta": 256.0, "freqs_dtype": "float32"},
-            takes=("axes_dim",),
+            takes=("axes_dim", "theta"),
             places=(0, 1, 2),
         ),
         Preset(

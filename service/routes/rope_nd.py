@@ -11,7 +11,15 @@ from fastapi import APIRouter, Query, Request, Response
 from service import handlers
 from service.encodings import rope_nd
 from service.encodings.rotation import Rotation
-from service.schemas.rope_nd import RopeNdApplyQuery, RopeNdDocument, RopeNdQuery
+from service.schemas.hf_config import read_config
+from service.schemas.rope_nd import (
+    SIZE,
+    RopeNdApplyQuery,
+    RopeNdDocument,
+    RopeNdFromConfig,
+    RopeNdQuery,
+    rope_nd_query,
+)
 from service.web import declared, openapi
 from service.web.deps import RuntimeDep
 from service.web.responses import apply_response
@@ -35,6 +43,21 @@ TABLE: Final = declared.Declared(
     answer="cos and sin: JSON members, npz members, or (2, tokens, head_dim) stacked.",
     shape="2,tokens,head_dim",
     width_name="2 × head_dim",
+    from_document=declared.FromDocument(
+        read=read_config,
+        fields=rope_nd_query,
+        query=RopeNdFromConfig,
+        summary="A diffusers transformer's multi-axis RoPE from its config.json (_class_name "
+        "and its fields) over an image or video of height x width pixels (frames): the "
+        "pipelines' 8-pixel VAE cells (4 frames a latent frame, the first alone), packed 2x2 "
+        "by FLUX's, FLUX.2's and Qwen-Image's pipelines, patched by the video transformers' "
+        "patch_size. X-Config-Fields says which fields it read.",
+        operation_id="getRopeNdTableFromConfig",
+        body="A diffusers transformer's config.json: FluxTransformer2DModel, "
+        "Flux2Transformer2DModel, QwenImageTransformer2DModel, "
+        "HunyuanVideoTransformer3DModel or WanTransformer3DModel.",
+        reading=SIZE,
+    ),
     positions=declared.Positions(
         summary="cos and sin at posted ids of every axis "
         '({"position_ids": [[...], ...]} shaped (axes, L), or an .npy): one row each.',

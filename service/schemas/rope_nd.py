@@ -1,11 +1,15 @@
-"""The multi-axis RoPE family's parameters on the wire (``GET /v1/encodings/rope-nd`` and
-``POST .../positions``): the grid in patches, the axes' widths, theta, the text tokens
-before the grid, the frequencies' and the ids' dtypes, and a preset
-(:data:`service.encodings.rope_nd.PRESETS`) that fixes a model's."""
+"""The multi-axis RoPE family's parameters on the wire (``GET /v1/encodings/rope-nd``,
+``POST .../positions`` and ``.../apply``): the grid in patches, the axes' widths, theta, the
+text tokens before the grid, the frequencies' and the ids' dtypes, and a preset
+(:data:`service.encodings.rope_nd.PRESETS`) that fixes a model's; and the same read from a
+diffusers transformer's ``config.json`` with the image's size (:data:`CLASSES`, one record
+a ``_class_name``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,8 +25,10 @@ from service.encodings.rope_nd import (
     preset_key,
 )
 from service.encodings.timestep import TimestepDType
-from service.errors import InvalidParameter
-from service.schemas.common import RawBodyFields
+from service.errors import InvalidInput, InvalidParameter
+from service.schemas import hf_config
+from service.schemas.common import RawBodyFields, Read
+from service.schemas.hf_config import INTEGER, NUMBER, NUMBERS, STRING, FieldType, Reader
 from service.settings import POSITION_CEILING
 
 # mypy reads a str; pydantic and the OpenAPI document the presets' names
@@ -206,3 +212,176 @@ class RopeNdApplyQuery(RopeNdFields, RawBodyFields):
                 also=("head_dim",),
             )
         return key
+
+
+class RopeNdFromConfig(BaseModel):
+    """What a diffusers model's config does not say: the image or video's size in pixels,
+    the text tokens, which rows, in what form."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    height: int | None = Field(
+        None, ge=1, le=1 << 20, description="The image's or video's height in pixels."
+    )
+    width: int | None = Field(
+        None, ge=1, le=1 << 20, description="The image's or video's width in pixels."
+    )
+    frames: int | None = Field(
+        None, ge=1, le=1 << 20, description="A video's frames (HunyuanVideo, Wan; default 1)."
+    )
+    text_tokens: int | None = Field(
+        None, ge=0, le=POSITION_CEILING, description="As for the GET (FLUX, FLUX.2, Qwen-Image)."
+    )
+    ids_dtype: TimestepDType | None = Field(None, description="As for the GET (FLUX).")
+    layout: Layout = Field("interleaved", description="As for the GET.")
+    start: int = Field(0, ge=0, description="As for the GET.")
+    stop: int | None = Field(None, ge=1, description="As for the GET.")
+    rounding: Rounding = Field("library", description="As for the GET.")
+    dtype: DType = Field("float32", description="As for the GET.")
+    format: Format | None = Field(None, description="As for the GET.")
+
+
+SIZE: Final = ("height", "width", "frames")
+# patch_size: an integer (HunyuanVideo, FLUX, Qwen-Image) or Wan's [t, h, w]
+_PATCH: Final = FieldType(
+    lambda value: INTEGER.accepts(value) or NUMBERS.accepts(value),
+    "an integer or a list of integers",
+)
+FIELDS: Final = hf_config.fields(
+    {
+        "_class_name": STRING,
+        "axes_dims_rope": NUMBERS,
+        "rope_axes_dim": NUMBERS,
+        "rope_theta": NUMBER,
+        "patch_size": _PATCH,
+        **dict.fromkeys(("patch_size_t", "rope_max_seq_len", "attention_head_dim"), INTEGER),
+    }
+)
+# the pipelines' VAE: 8 pixels a latent cell, 4 frames a latent frame (its first alone)
+_VAE: Final = 8
+_VAE_FRAMES: Final = 4
+# what FLUX's, FLUX.2's and Qwen-Image's pipelines pack into a token: 2x2 latent cells
+_PACKED: Final = 2
+
+
+def _pixels(asked: Mapping[str, Any], name: str) -> int:
+    value = asked.get(name)
+    if value is None:
+        raise InvalidParameter(name, "give the image's height and width in pixels")
+    return int(value)
+
+
+def _image(config: Reader, asked: Mapping[str, Any]) -> tuple[int, ...]:
+    """An image pipeline's grid: 8-pixel latent cells packed 2x2 (``height // 16``)."""
+    cells = _VAE * _PACKED
+    return _pixels(asked, "height") // cells, _pixels(asked, "width") // cells
+
+
+def _video(config: Reader, asked: Mapping[str, Any]) -> tuple[int, ...]:
+    """A video pipeline's grid: latent frames ``(frames - 1) // 4 + 1``, 8-pixel cells,
+    then the transformer's patches (HunyuanVideo's ``patch_size_t``, ``patch_size``; Wan's
+    ``patch_size`` ``[t, h, w]``)."""
+    patch = config.get_or("patch_size", [1, 2, 2])
+    if isinstance(patch, int):
+        patch = [config.get_or("patch_size_t", 1), patch, patch]
+    if len(patch) != 3 or not all(isinstance(p, int) and p > 0 for p in patch):
+        raise InvalidInput("patch_size", "must be a positive integer or three of them")
+    frames = (int(asked.get("frames") or 1) - 1) // _VAE_FRAMES + 1
+    latent = (frames, _pixels(asked, "height") // _VAE, _pixels(asked, "width") // _VAE)
+    return tuple(size // p for size, p in zip(latent, patch, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class DiffusersClass:
+    """A diffusers 0.42.1 transformer's multi-axis RoPE: the preset whose ids and
+    arithmetic it runs, the config fields that give the preset's parameters (``(field,
+    parameter, the class's default)``), its grid from the image's size, and where it
+    builds its rotary module."""
+
+    preset: str
+    grid: Callable[[Reader, Mapping[str, Any]], tuple[int, ...]]
+    source: str
+    reads: tuple[tuple[str, str, Any], ...] = ()
+
+
+_HEAD: Final = ("attention_head_dim", "head_dim", 128)
+_AXES: Final = ("axes_dims_rope", "axes_dim", [16, 56, 56])
+CLASSES: Final[Mapping[str, DiffusersClass]] = {
+    "FluxTransformer2DModel": DiffusersClass(
+        "flux",
+        _image,
+        "models/transformers/transformer_flux.py: FluxPosEmbed(theta=10000, "
+        "axes_dim=axes_dims_rope)",
+        (_AXES, _HEAD),
+    ),
+    "Flux2Transformer2DModel": DiffusersClass(
+        "flux2",
+        _image,
+        "models/transformers/transformer_flux2.py: Flux2PosEmbed(theta=rope_theta, "
+        "axes_dim=axes_dims_rope)",
+        (
+            ("axes_dims_rope", "axes_dim", [32, 32, 32, 32]),
+            ("rope_theta", "theta", 2000),
+            _HEAD,
+        ),
+    ),
+    "QwenImageTransformer2DModel": DiffusersClass(
+        "qwen-image",
+        _image,
+        "models/transformers/transformer_qwenimage.py: QwenEmbedRope(theta=10000, "
+        "axes_dim=axes_dims_rope, scale_rope=True)",
+        (_AXES, _HEAD),
+    ),
+    "HunyuanVideoTransformer3DModel": DiffusersClass(
+        "hunyuan-video",
+        _video,
+        "models/transformers/transformer_hunyuan_video.py: HunyuanVideoRotaryPosEmbed("
+        "patch_size, patch_size_t, rope_axes_dim, rope_theta)",
+        (
+            ("rope_axes_dim", "axes_dim", [16, 56, 56]),
+            ("rope_theta", "theta", 256.0),
+            _HEAD,
+        ),
+    ),
+    "WanTransformer3DModel": DiffusersClass(
+        "wan",
+        _video,
+        "models/transformers/transformer_wan.py: WanRotaryPosEmbed(attention_head_dim, "
+        "patch_size, rope_max_seq_len)",
+        (_HEAD,),
+    ),
+}
+
+
+def rope_nd_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
+    """A diffusers transformer config's multi-axis RoPE over the image or video of the
+    asked size: its class's preset and parameters, its grid, and the fields read."""
+    top = Reader(config)
+    name = top.get("_class_name")
+    record = CLASSES.get(name) if name is not None else None
+    if record is None:
+        said = "is missing" if name is None else f"is {name!r}"
+        raise InvalidInput(
+            "_class_name",
+            f"{said}: the multi-axis RoPE is read from the configs of {', '.join(CLASSES)}",
+        )
+    grid = record.grid(top, asked)
+    if not all(grid):
+        raise InvalidParameter(
+            "height",
+            f"makes an empty grid {grid}: the image is smaller than a patch",
+            also=("width", "frames"),
+        )
+    query: dict[str, Any] = {"preset": record.preset, "grid": ",".join(map(str, grid))}
+    for field, parameter, default in record.reads:
+        value = top.get_or(field, default)
+        query[parameter] = ",".join(map(str, value)) if isinstance(value, list) else value
+    if record.preset == "wan":
+        longest = top.get_or("rope_max_seq_len", 1024)
+        if max(grid) > longest:
+            raise InvalidParameter(
+                "height",
+                f"makes a grid {grid} past the model's rope_max_seq_len {longest}",
+                also=("width", "frames"),
+            )
+    return Read({"": query}, None, tuple(top.read))

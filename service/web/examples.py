@@ -123,6 +123,20 @@ EXAMPLES: Final = {
         },
         {"max_len": 1000, "start": 990},
     ),
+    "getRopeNdTableFromConfig": Example(
+        {
+            "flux.1-dev": (
+                "FLUX.1-dev's transformer config.json, the fields its RoPE reads",
+                {
+                    "_class_name": "FluxTransformer2DModel",
+                    "attention_head_dim": 128,
+                    "axes_dims_rope": [16, 56, 56],
+                    "patch_size": 1,
+                },
+            )
+        },
+        {"height": 256, "width": 256, "text_tokens": 4, "stop": 8},
+    ),
     "getRopeNdAtIds": Example(
         {
             "flux": (

@@ -378,3 +378,105 @@ def test_apply_is_qwen_s_complex_product(service: httpx.Client) -> None:
     measure(
         "apply (qwen-image) vs apply_rotary_emb_qwen", (ours,), (reference.contiguous(),), False
     )
+
+
+# each class read, built small (random weights, nothing downloaded) with its rotary module
+TINY: Final[dict[str, dict[str, Any]]] = {
+    "FluxTransformer2DModel": {
+        "num_layers": 1,
+        "num_single_layers": 1,
+        "attention_head_dim": 16,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 32,
+        "pooled_projection_dim": 32,
+        "in_channels": 4,
+        "axes_dims_rope": [4, 6, 6],
+    },
+    "Flux2Transformer2DModel": {
+        "num_layers": 1,
+        "num_single_layers": 1,
+        "attention_head_dim": 16,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 32,
+        "timestep_guidance_channels": 16,
+        "in_channels": 4,
+        "axes_dims_rope": [4, 4, 4, 4],
+        "rope_theta": 1000,
+    },
+    "QwenImageTransformer2DModel": {
+        "num_layers": 1,
+        "attention_head_dim": 8,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 16,
+        "in_channels": 4,
+        "axes_dims_rope": [2, 2, 4],
+    },
+    "HunyuanVideoTransformer3DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "in_channels": 4,
+        "out_channels": 4,
+        "num_layers": 1,
+        "num_single_layers": 1,
+        "num_refiner_layers": 1,
+        "text_embed_dim": 16,
+        "pooled_projection_dim": 16,
+        "rope_axes_dim": [2, 2, 4],
+        "rope_theta": 300.0,
+    },
+    "WanTransformer3DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 12,
+        "in_channels": 4,
+        "out_channels": 4,
+        "text_dim": 16,
+        "freq_dim": 32,
+        "ffn_dim": 32,
+        "num_layers": 1,
+    },
+}
+# pixels and frames: the pipelines' grids 11 x 7 (images), 3 x 5 x 4 (videos, patched)
+HEIGHT, WIDTH, FRAMES, TEXT = 176, 112, 9, 5
+
+
+def class_rope(name: str, model: Any) -> tuple[Any, Any]:
+    """The class's own rotary module's cos and sin over the pipeline's grid (text first)."""
+    torch = lib("torch")
+    if name == "FluxTransformer2DModel":
+        return tuple(model.pos_embed(flux_ids(TEXT, HEIGHT // 16, WIDTH // 16, torch.float32)))
+    if name == "Flux2Transformer2DModel":
+        pipeline = lib("diffusers.pipelines.flux2.pipeline_flux2").Flux2Pipeline
+        text = pipeline._prepare_text_ids(torch.zeros(1, TEXT, 4))[0]
+        image = pipeline._prepare_latent_ids(torch.zeros(1, 4, HEIGHT // 16, WIDTH // 16))[0]
+        parts = model.pos_embed(text), model.pos_embed(image)
+        return torch.cat([parts[0][0], parts[1][0]]), torch.cat([parts[0][1], parts[1][1]])
+    if name == "QwenImageTransformer2DModel":
+        shape = [(1, HEIGHT // 16, WIDTH // 16)]
+        image, words = model.pos_embed(shape, device="cpu", max_txt_seq_len=TEXT)
+        freqs = torch.cat([words, image])
+        return freqs.real.repeat_interleave(2, dim=-1), freqs.imag.repeat_interleave(2, dim=-1)
+    latent = torch.zeros(1, 4, (FRAMES - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8)
+    cos, sin = model.rope(latent)
+    return cos.reshape(-1, cos.shape[-1]), sin.reshape(-1, sin.shape[-1])
+
+
+def test_every_class_read_is_built_here() -> None:
+    from service.schemas.rope_nd import CLASSES
+
+    assert set(CLASSES) == set(TINY)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_from_config_is_the_class_s_rope(service: httpx.Client, name: str) -> None:
+    diffusers = lib("diffusers")
+    model = getattr(diffusers, name).from_config(TINY[name])
+    size = f"height={HEIGHT}&width={WIDTH}&frames={FRAMES}"
+    text = "" if "Video" in name or "Wan" in name else f"&text_tokens={TEXT}"
+    answer = service.post(
+        f"{TABLE}/from-config?{size}{text}&format=npz", json={"_class_name": name, **TINY[name]}
+    )
+    assert answer.status_code == 200, answer.text
+    found = np.load(io.BytesIO(answer.content), allow_pickle=False)
+    reference = tuple(part.float().contiguous() for part in class_rope(name, model))
+    float64 = name.startswith("Flux") or "Wan" in name
+    measure(f"from-config {name}", (found["cos"], found["sin"]), reference, bitwise=float64)

@@ -148,3 +148,47 @@ def test_apply_refuses_a_head_other_than_the_axes_sum(http: httpx.Client) -> Non
         headers={"content-type": "application/x-npy"},
     )
     assert_problem(answer, 422, "axes_dim", "12")
+
+
+FROM_CONFIG = TABLE + "/from-config"
+
+
+def test_from_config_is_the_preset_s_table_over_the_pipeline_s_grid(http: httpx.Client) -> None:
+    config = {"_class_name": "WanTransformer3DModel", "attention_head_dim": 128}
+    answer = http.post(
+        f"{FROM_CONFIG}?height=480&width=832&frames=81&stop=2&format=json", json=config
+    )
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    # 81 frames: 21 latent frames; 480 x 832 pixels: 60 x 104 cells, patched 2x2
+    assert (document["grid"], document["axes_dim"]) == ([21, 30, 52], [44, 42, 42])
+    assert "attention_head_dim" in answer.headers["x-config-fields"]
+
+
+def test_from_config_reads_hunyuan_video_s_fields(http: httpx.Client) -> None:
+    config = {
+        "_class_name": "HunyuanVideoTransformer3DModel",
+        "rope_axes_dim": [8, 28, 28],
+        "rope_theta": 128.0,
+        "attention_head_dim": 64,
+        "patch_size": 2,
+        "patch_size_t": 1,
+    }
+    answer = http.post(f"{FROM_CONFIG}?height=64&width=32&frames=5&stop=2&format=json", json=config)
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    assert (document["grid"], document["axes_dim"], document["theta"]) == (
+        [2, 4, 2],
+        [8, 28, 28],
+        128.0,
+    )
+
+
+def test_from_config_names_an_unknown_class_and_those_it_reads(http: httpx.Client) -> None:
+    answer = http.post(f"{FROM_CONFIG}?height=64&width=64", json={"_class_name": "UNet2DModel"})
+    assert_problem(answer, 422, "_class_name", "FluxTransformer2DModel", "WanTransformer3DModel")
+
+
+def test_from_config_asks_for_the_image_s_size(http: httpx.Client) -> None:
+    answer = http.post(FROM_CONFIG, json={"_class_name": "FluxTransformer2DModel"})
+    assert_problem(answer, 422, "height")
