@@ -186,7 +186,18 @@ export interface TimestepFromConfigParams extends Params {
 export interface RopeNdParams extends Params {
   /** The latent grid in patches: [H, W] for images, [T, H, W] for video. */
   grid: number[] | string;
-  preset?: "diffusers" | "flux" | "flux-bfl" | "flux2" | "hunyuan-video" | "wan" | "qwen-image";
+  preset?:
+    | "diffusers"
+    | "flux"
+    | "flux-bfl"
+    | "flux2"
+    | "hunyuan-video"
+    | "wan"
+    | "cogvideox"
+    | "cogvideox-1.5"
+    | "qwen-image";
+  /** cogvideox: the pipeline's base size in patches, [rows, columns] (30, 45). */
+  baseGrid?: number[] | string;
   axesDim?: number[] | string;
   headDim?: number;
   theta?: number;

@@ -1,4 +1,5 @@
-"""Multi-axis rotary embeddings of diffusion transformers (FLUX, FLUX.2, HunyuanVideo, Wan):
+"""Multi-axis rotary embeddings of diffusion transformers (FLUX, FLUX.2, HunyuanVideo, Wan,
+CogVideoX, Qwen-Image):
 each token has an id on every axis (FLUX: ``(0, row, col)``; a video: ``(frame, row,
 col)``), and axis ``k`` turns its own ``axes_dim[k] / 2`` pairs by that id, as diffusers
 0.42.1 computes it (``models/embeddings.py::get_1d_rotary_pos_embed`` once per axis, the
@@ -18,6 +19,9 @@ The ids reach the frequencies as the model has them: rounded to ``ids_dtype`` wh
 pipeline builds them in its dtype (FLUX's ``_prepare_latent_image_ids(..., dtype)``:
 bfloat16 holds the integers exactly only to 256), then float32 (``ids.float()``).
 
+The ids are the grid's indices, but CogVideoX 1.0's rows and columns (spread by a float32
+``linspace`` over a crop region, :func:`_linspace`) and Qwen-Image's (centred on the image).
+
 ``rounding=library`` is the named code's arithmetic: float64 frequencies, angles, cos and
 sin rounded once to the answer's dtype for the float64 code (diffusers' FluxPosEmbed and
 Flux2PosEmbed, the 2024 FLUX reference, Wan); float32 operation by operation for the rest
@@ -31,7 +35,7 @@ each rounded to float32), with correctly rounded pow, cos and sin where torch's 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
@@ -85,8 +89,10 @@ class Preset:
     parameters a client may still give (``takes``); the model's ids: for each of its axes,
     the grid axis whose index it holds (None: 0), the axis that counts text tokens (None:
     text ids are all 0), and how many axes its grid has (None: as many as ``axes_dim``);
-    ``split``: a head of ``head_dim`` cut into its axes (Wan's), where the model derives
-    them; ``centred``: a grid axis of ``n`` cells holds ids ``-(n - n // 2) .. n // 2 - 1``
+    ``split``: a head of ``head_dim`` (default ``head``) cut into its axes, where the model
+    derives them (Wan's, CogVideoX's); ``linspace``: the grid's rows and columns spread over
+    the crop region of a ``base_grid``, as CogVideoX 1.0's pipeline places them;
+    ``centred``: a grid axis of ``n`` cells holds ids ``-(n - n // 2) .. n // 2 - 1``
     (Qwen-Image's ``scale_rope``); ``text_after_grid``: text token ``l`` has the id
     ``m + l`` on every axis, ``m`` past the grid's largest id (Qwen-Image's)."""
 
@@ -97,7 +103,9 @@ class Preset:
     takes: tuple[str, ...] = ()
     places: tuple[int | None, ...] | None = None
     text_axis: int | None = None
-    split: bool = False
+    split: Callable[[int], tuple[int, ...]] | None = None
+    head: int = 128
+    linspace: bool = False
     centred: bool = False
     text_after_grid: bool = False
 
@@ -114,6 +122,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "freqs_dtype": "float32",
     "text_tokens": 0,
     "ids_dtype": "float32",
+    "base_grid": (),
 }
 _DIFFUSERS: Final = "0.42.1"
 _FLUX_BFL: Final = "black-forest-labs/flux"
@@ -232,7 +241,56 @@ PRESETS: Final[Mapping[str, Preset]] = {
             ),
             {"theta": 10000.0, "freqs_dtype": "float64"},
             places=(0, 1, 2),
-            split=True,
+            split=lambda d: (d - 4 * (d // 6), 2 * (d // 6), 2 * (d // 6)),
+        ),
+        Preset(
+            "cogvideox",
+            "CogVideoX 1.0: a head of head_dim (64) split d // 4, 3(d // 8), 3(d // 8), theta "
+            "10000, float32; ids (frame, row, col), rows and columns spread by linspace over "
+            "the crop region of base_grid (sample_height, sample_width in patches: 30,45)",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    _DIFFUSERS,
+                    "src/diffusers/models/embeddings.py",
+                    "get_3d_rotary_pos_embed",
+                ),
+                Source(
+                    "huggingface/diffusers",
+                    _DIFFUSERS,
+                    "src/diffusers/pipelines/cogvideo/pipeline_cogvideox.py",
+                    "CogVideoXPipeline._prepare_rotary_positional_embeddings",
+                ),
+            ),
+            {"theta": 10000.0, "freqs_dtype": "float32", "base_grid": (30, 45)},
+            takes=("base_grid",),
+            places=(0, 1, 2),
+            split=lambda d: (d // 4, d // 8 * 3, d // 8 * 3),
+            head=64,
+            linspace=True,
+        ),
+        Preset(
+            "cogvideox-1.5",
+            "CogVideoX 1.5: as cogvideox, ids the grid's indices (get_3d_rotary_pos_embed's "
+            'grid_type="slice"); frames in temporal patches (patch_size_t)',
+            (
+                Source(
+                    "huggingface/diffusers",
+                    _DIFFUSERS,
+                    "src/diffusers/models/embeddings.py",
+                    "get_3d_rotary_pos_embed",
+                ),
+                Source(
+                    "huggingface/diffusers",
+                    _DIFFUSERS,
+                    "src/diffusers/pipelines/cogvideo/pipeline_cogvideox.py",
+                    "CogVideoXPipeline._prepare_rotary_positional_embeddings",
+                ),
+            ),
+            {"theta": 10000.0, "freqs_dtype": "float32"},
+            places=(0, 1, 2),
+            split=lambda d: (d // 4, d // 8 * 3, d // 8 * 3),
+            head=64,
         ),
         Preset(
             "qwen-image",
@@ -256,13 +314,6 @@ PRESETS: Final[Mapping[str, Preset]] = {
 }
 
 
-def wan_axes(head_dim: int) -> tuple[int, ...]:
-    """Wan's split of a head (``WanRotaryPosEmbed``: ``h = w = 2 * (d // 6)``, the rest
-    the frames')."""
-    side = 2 * (head_dim // 6)
-    return head_dim - 2 * side, side, side
-
-
 @dataclass(frozen=True, slots=True)
 class RopeNdKey:
     """Everything that changes a multi-axis RoPE table's values: the axes' widths, theta,
@@ -276,6 +327,7 @@ class RopeNdKey:
     freqs_dtype: FreqsDType = "float32"
     text_tokens: int = 0
     ids_dtype: TimestepDType = "float32"
+    base_grid: tuple[int, ...] = ()
     preset: str = "diffusers"
     layout: Layout = "interleaved"
     rounding: Rounding = "library"
@@ -298,6 +350,8 @@ class RopeNdKey:
             raise InvalidParameter("grid", f"must name {axes} sizes for preset {self.preset}")
         if any(size < 1 for size in self.grid):
             raise InvalidParameter("grid", "must be positive sizes (in patches)")
+        if chosen.linspace and (len(self.base_grid) != 2 or min(self.base_grid) < 1):
+            raise InvalidParameter("base_grid", "must be two positive sizes (rows, columns)")
         if self.text_tokens < 0:
             raise InvalidParameter("text_tokens", "must not be negative")
         if self.tokens > POSITION_CEILING + 1:
@@ -333,7 +387,7 @@ class RopeNdKey:
     def settings(self) -> dict[str, Any]:
         """The parameters by their names (``axes_dim`` as a list)."""
         given = {name: getattr(self, name) for name in PARAMETERS}
-        return {**given, "axes_dim": list(self.axes_dim)}
+        return {**given, "axes_dim": list(self.axes_dim), "base_grid": list(self.base_grid)}
 
 
 def preset_key(
@@ -363,8 +417,8 @@ def preset_key(
                 "which takes every parameter",
             )
         settings[name] = value
-    if chosen.split:
-        settings["axes_dim"] = wan_axes(128 if head_dim is None else head_dim)
+    if chosen.split is not None:
+        settings["axes_dim"] = chosen.split(chosen.head if head_dim is None else head_dim)
     elif head_dim is not None and head_dim != sum(settings["axes_dim"]):
         raise InvalidParameter(
             "axes_dim",
@@ -372,6 +426,7 @@ def preset_key(
             also=("head_dim",),
         )
     settings["axes_dim"] = tuple(settings["axes_dim"])
+    settings["base_grid"] = tuple(settings["base_grid"])
     return RopeNdKey(
         grid=grid, **settings, preset=preset, layout=layout, rounding=rounding, dtype=dtype
     )
@@ -399,9 +454,45 @@ def ids(key: RopeNdKey, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         rest = rest // size
     cells.insert(0, rest)
     places = chosen.places if chosen.places is not None else tuple(range(axes))
+    spread = _spread(key) if chosen.linspace else None
     for axis, place in enumerate(places):
-        if place is not None:
+        if place is None:
+            continue
+        if spread is not None and place > 0:
+            out[axis, ~text] = _linspace(*spread[place - 1], key.grid[place], cells[place])
+        else:
             out[axis, ~text] = cells[place] - shift[place]
+    return out
+
+
+def _spread(key: RopeNdKey) -> tuple[tuple[float, float], tuple[float, float]]:
+    """CogVideoX's rows and columns: ``linspace(start, stop * (n - 1) / n, n)`` over the crop
+    region of the grid resized into ``base_grid`` (the pipeline's
+    ``get_resize_crop_region_for_grid``), each end as Python computes it."""
+    h, w = key.grid[1:]
+    th, tw = key.base_grid
+    if h / w > th / tw:
+        rh, rw = th, round(th / h * w)
+    else:
+        rw, rh = tw, round(tw / w * h)
+    top, left = round((th - rh) / 2.0), round((tw - rw) / 2.0)
+    return (top, (top + rh) * (h - 1) / h), (left, (left + rw) * (w - 1) / w)
+
+
+def _linspace(
+    start: float, end: float, steps: int, index: NDArray[np.int64]
+) -> NDArray[np.float32]:
+    """torch's float32 ``linspace(start, end, steps)[index]`` as its CPU kernel computes it:
+    ``step = (end - start) / (steps - 1)`` in float32, then ``start + step * i`` for the
+    first half and ``end - step * (steps - 1 - i)`` for the rest, each a fused multiply-add
+    (the compiler contracts them: one rounding; the product is exact in float64)."""
+    first, last = F32(start), F32(end)
+    if steps == 1:
+        return np.full(len(index), first, F32)
+    step = np.float64((last - first) / F32(steps - 1))
+    low = np.float64(first) + step * index
+    high = np.float64(last) - step * (steps - 1 - index)
+    out: NDArray[np.float32] = np.where(index < steps // 2, low, high).astype(F32)
     return out
 
 

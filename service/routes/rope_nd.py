@@ -37,7 +37,8 @@ TABLE: Final = declared.Declared(
     describe=RopeNdQuery.describe,
     document=RopeNdDocument,
     operation_id="getRopeNdTable",
-    summary="Multi-axis RoPE of diffusion transformers (FLUX, FLUX.2, HunyuanVideo, Wan): "
+    summary="Multi-axis RoPE of diffusion transformers (FLUX, FLUX.2, HunyuanVideo, Wan, "
+    "CogVideoX, Qwen-Image): "
     "cos and sin of each token of a latent grid, each axis's pairs turned by the token's "
     "id on it (text tokens first).",
     answer="cos and sin: JSON members, npz members, or (2, tokens, head_dim) stacked.",
@@ -55,7 +56,8 @@ TABLE: Final = declared.Declared(
         operation_id="getRopeNdTableFromConfig",
         body="A diffusers transformer's config.json: FluxTransformer2DModel, "
         "Flux2Transformer2DModel, QwenImageTransformer2DModel, "
-        "HunyuanVideoTransformer3DModel or WanTransformer3DModel.",
+        "HunyuanVideoTransformer3DModel, WanTransformer3DModel or "
+        "CogVideoXTransformer3DModel (with use_rotary_positional_embeddings).",
         reading=SIZE,
     ),
     positions=declared.Positions(

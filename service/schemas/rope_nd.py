@@ -28,7 +28,7 @@ from service.encodings.timestep import TimestepDType
 from service.errors import InvalidInput, InvalidParameter
 from service.schemas import hf_config
 from service.schemas.common import RawBodyFields, Read
-from service.schemas.hf_config import INTEGER, NUMBER, NUMBERS, STRING, FieldType, Reader
+from service.schemas.hf_config import BOOLEAN, INTEGER, NUMBER, NUMBERS, STRING, FieldType, Reader
 from service.settings import POSITION_CEILING
 
 # mypy reads a str; pydantic and the OpenAPI document the presets' names
@@ -61,12 +61,13 @@ class RopeNdFields(BaseModel):
         max_length=128,
         description="The latent grid in patches, comma-separated: H,W for images (FLUX, "
         "FLUX.2, Qwen-Image; preset=diffusers: one size per axis), T,H,W for video "
-        "(HunyuanVideo, Wan). Rows: text_tokens, then its cells in row-major order.",
+        "(HunyuanVideo, Wan, CogVideoX). Rows: text_tokens, then its cells in row-major order.",
     )
     preset: PresetName = Field(
         "diffusers",
         description="diffusers (get_1d_rotary_pos_embed per axis, every parameter may be "
-        "given), flux, flux-bfl, flux2, hunyuan-video, wan, qwen-image.",
+        "given), flux, flux-bfl, flux2, hunyuan-video, wan, cogvideox, cogvideox-1.5, "
+        "qwen-image.",
     )
     axes_dim: str | None = Field(
         None,
@@ -78,7 +79,7 @@ class RopeNdFields(BaseModel):
         ge=2,
         le=1 << 16,
         description="The attention head's width: the axes' sum (checked), or what Wan "
-        "splits into its axes (128: 44,42,42).",
+        "(128: 44,42,42) and CogVideoX (64: 16,24,24) split into their axes.",
     )
     theta: float | None = Field(
         None, gt=0, le=1e300, allow_inf_nan=False, description=f"10000. {_FIXED}"
@@ -104,6 +105,13 @@ class RopeNdFields(BaseModel):
         description="interleaved: pairs (2i, 2i+1), each cos twice (repeat_interleave_real); "
         "half: the head's pairs (i, i + head_dim/2), cos concatenated with itself.",
     )
+    base_grid: str | None = Field(
+        None,
+        max_length=64,
+        description="cogvideox only: the pipeline's base size in patches, rows,columns "
+        "(sample_height, sample_width / patch_size: 30,45), whose crop region the grid's "
+        "rows and columns spread over.",
+    )
     rounding: Rounding = Field(
         "library",
         description="library: the named code's arithmetic (float64 or float32); exact: the "
@@ -118,6 +126,7 @@ class RopeNdFields(BaseModel):
             "freqs_dtype": self.freqs_dtype,
             "text_tokens": self.text_tokens,
             "ids_dtype": self.ids_dtype,
+            "base_grid": integers("base_grid", self.base_grid, 2),
         }
         grid = integers("grid", self.grid, MAX_AXES) or ()
         return preset_key(
@@ -176,6 +185,7 @@ class RopeNdDocument(BaseModel):
     freqs_dtype: FreqsDType
     text_tokens: int
     ids_dtype: TimestepDType
+    base_grid: list[int]
     head_dim: int
     layout: Layout
     start: int
@@ -254,7 +264,17 @@ FIELDS: Final = hf_config.fields(
         "rope_axes_dim": NUMBERS,
         "rope_theta": NUMBER,
         "patch_size": _PATCH,
-        **dict.fromkeys(("patch_size_t", "rope_max_seq_len", "attention_head_dim"), INTEGER),
+        "use_rotary_positional_embeddings": BOOLEAN,
+        **dict.fromkeys(
+            (
+                "patch_size_t",
+                "rope_max_seq_len",
+                "attention_head_dim",
+                "sample_height",
+                "sample_width",
+            ),
+            INTEGER,
+        ),
     }
 )
 # the pipelines' VAE: 8 pixels a latent cell, 4 frames a latent frame (its first alone)
@@ -277,31 +297,68 @@ def _image(config: Reader, asked: Mapping[str, Any]) -> tuple[int, ...]:
     return _pixels(asked, "height") // cells, _pixels(asked, "width") // cells
 
 
-def _video(config: Reader, asked: Mapping[str, Any]) -> tuple[int, ...]:
+def _video(default: int | list[int]) -> Callable[[Reader, Mapping[str, Any]], tuple[int, ...]]:
     """A video pipeline's grid: latent frames ``(frames - 1) // 4 + 1``, 8-pixel cells,
-    then the transformer's patches (HunyuanVideo's ``patch_size_t``, ``patch_size``; Wan's
-    ``patch_size`` ``[t, h, w]``)."""
-    patch = config.get_or("patch_size", [1, 2, 2])
-    if isinstance(patch, int):
-        patch = [config.get_or("patch_size_t", 1), patch, patch]
-    if len(patch) != 3 or not all(isinstance(p, int) and p > 0 for p in patch):
-        raise InvalidInput("patch_size", "must be a positive integer or three of them")
-    frames = (int(asked.get("frames") or 1) - 1) // _VAE_FRAMES + 1
-    latent = (frames, _pixels(asked, "height") // _VAE, _pixels(asked, "width") // _VAE)
-    return tuple(size // p for size, p in zip(latent, patch, strict=True))
+    then the transformer's patches (HunyuanVideo's and CogVideoX's ``patch_size_t`` and
+    ``patch_size``, Wan's ``patch_size`` ``[t, h, w]``; ``default``: the class's)."""
+
+    def grid(config: Reader, asked: Mapping[str, Any]) -> tuple[int, ...]:
+        patch = config.get_or("patch_size", default)
+        if isinstance(patch, int):
+            patch = [config.get_or("patch_size_t", None) or 1, patch, patch]
+        if len(patch) != 3 or not all(isinstance(p, int) and p > 0 for p in patch):
+            raise InvalidInput("patch_size", "must be a positive integer or three of them")
+        frames = (int(asked.get("frames") or 1) - 1) // _VAE_FRAMES + 1
+        height, width = (_pixels(asked, name) // _VAE for name in ("height", "width"))
+        # frames in temporal patches rounded up (CogVideoX 1.5 pads them), cells down
+        return -(-frames // patch[0]), height // patch[1], width // patch[2]
+
+    return grid
+
+
+def _within_rope_max_seq_len(config: Reader, query: dict[str, Any]) -> None:
+    """Wan's tables hold ``rope_max_seq_len`` positions an axis: a grid past them is refused
+    (the model's slices would come short)."""
+    longest = config.get_or("rope_max_seq_len", 1024)
+    grid = query["grid"]
+    if max(map(int, grid.split(","))) > longest:
+        raise InvalidParameter(
+            "height",
+            f"makes a grid {grid} past the model's rope_max_seq_len {longest}",
+            also=("width", "frames"),
+        )
+
+
+def _cogvideox(config: Reader, query: dict[str, Any]) -> None:
+    """CogVideoX: rotary only with ``use_rotary_positional_embeddings``; 1.0's rows and
+    columns spread over the crop region of its base size (``sample_height``,
+    ``sample_width`` over ``patch_size``), 1.5's (a ``patch_size_t``) the grid's indices."""
+    if not config.get_or("use_rotary_positional_embeddings", False):
+        raise InvalidInput(
+            "use_rotary_positional_embeddings",
+            "is false: this CogVideoX adds sin-cos position embeddings, not RoPE",
+        )
+    patch = config.get_or("patch_size", 2)
+    if config.get_or("patch_size_t", None) is None:
+        rows = config.get_or("sample_height", 60) // patch
+        query["base_grid"] = f"{rows},{config.get_or('sample_width', 90) // patch}"
+    else:
+        query["preset"] = "cogvideox-1.5"
 
 
 @dataclass(frozen=True, slots=True)
 class DiffusersClass:
     """A diffusers 0.42.1 transformer's multi-axis RoPE: the preset whose ids and
     arithmetic it runs, the config fields that give the preset's parameters (``(field,
-    parameter, the class's default)``), its grid from the image's size, and where it
-    builds its rotary module."""
+    parameter, the class's default)``), its grid from the image's size, where it builds
+    its rotary module, and what else its config decides (``refine``: the query changed or
+    refused)."""
 
     preset: str
     grid: Callable[[Reader, Mapping[str, Any]], tuple[int, ...]]
     source: str
     reads: tuple[tuple[str, str, Any], ...] = ()
+    refine: Callable[[Reader, dict[str, Any]], None] | None = None
 
 
 _HEAD: Final = ("attention_head_dim", "head_dim", 128)
@@ -334,7 +391,7 @@ CLASSES: Final[Mapping[str, DiffusersClass]] = {
     ),
     "HunyuanVideoTransformer3DModel": DiffusersClass(
         "hunyuan-video",
-        _video,
+        _video(2),
         "models/transformers/transformer_hunyuan_video.py: HunyuanVideoRotaryPosEmbed("
         "patch_size, patch_size_t, rope_axes_dim, rope_theta)",
         (
@@ -345,10 +402,19 @@ CLASSES: Final[Mapping[str, DiffusersClass]] = {
     ),
     "WanTransformer3DModel": DiffusersClass(
         "wan",
-        _video,
+        _video([1, 2, 2]),
         "models/transformers/transformer_wan.py: WanRotaryPosEmbed(attention_head_dim, "
         "patch_size, rope_max_seq_len)",
         (_HEAD,),
+        _within_rope_max_seq_len,
+    ),
+    "CogVideoXTransformer3DModel": DiffusersClass(
+        "cogvideox",
+        _video(2),
+        "models/embeddings.py: get_3d_rotary_pos_embed(attention_head_dim, ...) as "
+        "pipelines/cogvideo/pipeline_cogvideox.py's _prepare_rotary_positional_embeddings",
+        (("attention_head_dim", "head_dim", 64),),
+        _cogvideox,
     ),
 }
 
@@ -376,12 +442,6 @@ def rope_nd_query(config: dict[str, Any], asked: Mapping[str, Any]) -> Read:
     for field, parameter, default in record.reads:
         value = top.get_or(field, default)
         query[parameter] = ",".join(map(str, value)) if isinstance(value, list) else value
-    if record.preset == "wan":
-        longest = top.get_or("rope_max_seq_len", 1024)
-        if max(grid) > longest:
-            raise InvalidParameter(
-                "height",
-                f"makes a grid {grid} past the model's rope_max_seq_len {longest}",
-                also=("width", "frames"),
-            )
+    if record.refine is not None:
+        record.refine(top, query)
     return Read({"": query}, None, tuple(top.read))

@@ -28,6 +28,7 @@ import io
 import json
 import os
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any, Final
 
 import httpx
@@ -424,6 +425,18 @@ TINY: Final[dict[str, dict[str, Any]]] = {
         "rope_axes_dim": [2, 2, 4],
         "rope_theta": 300.0,
     },
+    "CogVideoXTransformer3DModel": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 16,
+        "in_channels": 4,
+        "num_layers": 1,
+        "text_embed_dim": 16,
+        "time_embed_dim": 8,
+        "sample_width": 8,
+        "sample_height": 8,
+        "sample_frames": 5,
+        "use_rotary_positional_embeddings": True,
+    },
     "WanTransformer3DModel": {
         "num_attention_heads": 2,
         "attention_head_dim": 12,
@@ -455,6 +468,13 @@ def class_rope(name: str, model: Any) -> tuple[Any, Any]:
         image, words = model.pos_embed(shape, device="cpu", max_txt_seq_len=TEXT)
         freqs = torch.cat([words, image])
         return freqs.real.repeat_interleave(2, dim=-1), freqs.imag.repeat_interleave(2, dim=-1)
+    if name == "CogVideoXTransformer3DModel":
+        pipeline = lib("diffusers.pipelines.cogvideo.pipeline_cogvideox").CogVideoXPipeline
+        owner = SimpleNamespace(transformer=model, vae_scale_factor_spatial=8)
+        frames = (FRAMES - 1) // 4 + 1
+        return tuple(
+            pipeline._prepare_rotary_positional_embeddings(owner, HEIGHT, WIDTH, frames, "cpu")
+        )
     latent = torch.zeros(1, 4, (FRAMES - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8)
     cos, sin = model.rope(latent)
     return cos.reshape(-1, cos.shape[-1]), sin.reshape(-1, sin.shape[-1])
@@ -480,3 +500,41 @@ def test_from_config_is_the_class_s_rope(service: httpx.Client, name: str) -> No
     reference = tuple(part.float().contiguous() for part in class_rope(name, model))
     float64 = name.startswith("Flux") or "Wan" in name
     measure(f"from-config {name}", (found["cos"], found["sin"]), reference, bitwise=float64)
+
+
+def cogvideox_rope(frames: int, height: int, width: int, sliced: bool) -> tuple[Any, Any]:
+    """diffusers' CogVideoX pipelines' ``_prepare_rotary_positional_embeddings`` at a grid
+    in patches, the base size CogVideoX's (sample 60 x 90 latent cells, patch 2: 30 x 45)."""
+    embeddings = lib("diffusers.models.embeddings")
+    if sliced:
+        return tuple(
+            embeddings.get_3d_rotary_pos_embed(
+                64, None, (height, width), frames, grid_type="slice", max_size=(30, 45)
+            )
+        )
+    pipeline = lib("diffusers.pipelines.cogvideo.pipeline_cogvideox")
+    crop = pipeline.get_resize_crop_region_for_grid((height, width), 45, 30)
+    return tuple(embeddings.get_3d_rotary_pos_embed(64, crop, (height, width), frames))
+
+
+@pytest.mark.parametrize(
+    ("preset", "grid"),
+    [
+        ("cogvideox", (13, 30, 45)),
+        ("cogvideox", (13, 20, 60)),
+        ("cogvideox", (7, 48, 32)),
+        ("cogvideox-1.5", (11, 30, 40)),
+    ],
+)
+def test_cogvideox(
+    service: httpx.Client, monkeypatch: pytest.MonkeyPatch, preset: str, grid: tuple[int, int, int]
+) -> None:
+    reference = cogvideox_rope(*grid, sliced=preset == "cogvideox-1.5")
+    query = f"grid={','.join(map(str, grid))}&preset={preset}"
+    name = f"{preset} {'x'.join(map(str, grid))} vs get_3d_rotary_pos_embed"
+    measure(name, served(service, query), reference, bitwise=False)
+    torch_functions(monkeypatch)  # the same table, not from the cache
+    wide = served(service, query + "&dtype=float64")
+    measure(
+        f"{name}, torch's pow, sin, cos", wide, (reference[0].double(), reference[1].double()), True
+    )

@@ -39,9 +39,22 @@ def test_qwen_image_ids_are_centred_and_text_follows_the_grid() -> None:
     assert sorted(set(ids[2, 2:])) == [-2, -1, 0, 1]
 
 
-def test_wan_splits_its_head() -> None:
+def test_wan_and_cogvideox_split_their_heads() -> None:
     assert key("wan", (1, 1, 1)).axes_dim == (44, 42, 42)
     assert key("wan", (1, 1, 1), head_dim=64).axes_dim == (24, 20, 20)
+    assert key("cogvideox", (1, 1, 1)).axes_dim == (16, 24, 24)
+
+
+def test_cogvideox_spreads_rows_over_its_crop_region() -> None:
+    """At the base size the ids are the grid's indices; a wider grid is resized into the
+    base's 45 columns, its rows spread over the 30 x 45 region's rows it crops."""
+    native = rope_nd.ids(key("cogvideox", (2, 30, 45)), np.arange(2 * 30 * 45))
+    assert native[1].max() == 29
+    assert native[2].max() == 44
+    assert np.array_equal(native[1], np.floor(native[1]))
+    wide = rope_nd.ids(key("cogvideox", (1, 20, 60)), np.arange(20 * 60))
+    assert wide[1].min() == 8  # resized to 15 x 45 rows: the crop top round(7.5) = 8
+    assert not np.array_equal(wide[2], np.floor(wide[2]))
 
 
 def test_half_layout_holds_the_same_pairs() -> None:

@@ -192,3 +192,19 @@ def test_from_config_names_an_unknown_class_and_those_it_reads(http: httpx.Clien
 def test_from_config_asks_for_the_image_s_size(http: httpx.Client) -> None:
     answer = http.post(FROM_CONFIG, json={"_class_name": "FluxTransformer2DModel"})
     assert_problem(answer, 422, "height")
+
+
+def test_from_config_cogvideox_rotary_only_and_its_versions(http: httpx.Client) -> None:
+    plain = {"_class_name": "CogVideoXTransformer3DModel"}
+    answer = http.post(f"{FROM_CONFIG}?height=480&width=720&frames=49", json=plain)
+    assert_problem(answer, 422, "use_rotary_positional_embeddings")
+    rotary = {**plain, "use_rotary_positional_embeddings": True}
+    query = f"{FROM_CONFIG}?height=480&width=720&frames=49&stop=1&format=json"
+    document = http.post(query, json=rotary).json()
+    assert (document["preset"], document["grid"], document["base_grid"]) == (
+        "cogvideox",
+        [13, 30, 45],
+        [30, 45],
+    )
+    later = http.post(query, json={**rotary, "patch_size_t": 2}).json()
+    assert (later["preset"], later["grid"]) == ("cogvideox-1.5", [7, 30, 45])
