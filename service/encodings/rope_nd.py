@@ -1,9 +1,8 @@
 """Multi-axis rotary embeddings of diffusion transformers (FLUX, FLUX.2, HunyuanVideo, Wan,
-CogVideoX, Qwen-Image):
-each token has an id on every axis (FLUX: ``(0, row, col)``; a video: ``(frame, row,
-col)``), and axis ``k`` turns its own ``axes_dim[k] / 2`` pairs by that id, as diffusers
-0.42.1 computes it (``models/embeddings.py::get_1d_rotary_pos_embed`` once per axis, the
-axes concatenated)::
+CogVideoX, Qwen-Image): each token has an id on every axis (FLUX: ``(0, row, col)``; a
+video: ``(frame, row, col)``), and axis ``k`` turns its own ``axes_dim[k] / 2`` pairs by
+that id, as diffusers 0.42.1 computes it (``models/embeddings.py::get_1d_rotary_pos_embed``
+once per axis, the axes concatenated)::
 
     f_i  = 1 / theta^(2i / d_k)                  i < d_k / 2, per axis k
     a_i  = id_k * f_i
@@ -71,6 +70,11 @@ MAX_AXES: Final = 8
 _LARGEST_ANGLE: Final = 2.0**31
 _CHUNK_ELEMENTS: Final = 1 << 16
 F32 = np.float32
+_LARGEST_ID: Final[Mapping[TimestepDType, float]] = {
+    "float32": float(np.finfo(F32).max),
+    "bfloat16": 3.3895313892515355e38,
+    "float16": 65504.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +98,8 @@ class Preset:
     the crop region of a ``base_grid``, as CogVideoX 1.0's pipeline places them;
     ``centred``: a grid axis of ``n`` cells holds ids ``-(n - n // 2) .. n // 2 - 1``
     (Qwen-Image's ``scale_rope``); ``text_after_grid``: text token ``l`` has the id
-    ``m + l`` on every axis, ``m`` past the grid's largest id (Qwen-Image's)."""
+    ``m + l`` on every axis, ``m`` past the grid's largest id (Qwen-Image's); ``wide_ids``:
+    integer ids promoted to float64 (Wan's ``outer(arange, freqs)``), not cast to float32."""
 
     name: str
     description: str
@@ -107,6 +112,7 @@ class Preset:
     head: int = 128
     linspace: bool = False
     centred: bool = False
+    wide_ids: bool = False
     text_after_grid: bool = False
 
     def grid_axes(self, axes: int) -> int:
@@ -242,6 +248,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             {"theta": 10000.0, "freqs_dtype": "float64"},
             places=(0, 1, 2),
             split=lambda d: (d - 4 * (d // 6), 2 * (d // 6), 2 * (d // 6)),
+            wide_ids=True,
         ),
         Preset(
             "cogvideox",
@@ -508,43 +515,53 @@ def _frequencies64(theta: float, d: int) -> NDArray[np.float64]:
 
 
 def _axis(
-    key: RopeNdKey, d: int, positions: NDArray[np.float32]
+    key: RopeNdKey, d: int, positions: NDArray[np.floating]
 ) -> tuple[NDArray[np.floating], NDArray[np.floating]]:
-    """cos and sin ``(N, d/2)`` of one axis at ``positions`` (the ids as float32)."""
+    """cos and sin ``(N, d/2)`` of one axis at ``positions`` (the ids as the model's
+    frequencies receive them)."""
     if key.rounding == "exact":
         w_hi, w_lo = _exact.inverse_powers(key.theta, d, d // 2)
         wide = positions.astype(np.float64)
-        largest = float(np.abs(wide).max(initial=0.0))
+        largest = float(np.abs(wide).max(initial=0.0)) * float(w_hi.max(initial=0.0))
         if largest > _LARGEST_ANGLE:
             raise InvalidParameter(
                 "rounding",
                 f"exact angles are computed up to 2^31 radians, and these reach {largest:.4g}: "
-                "ask for rounding=library, or smaller ids",
+                "ask for rounding=library, or smaller ids or a larger theta",
+                also=("theta",),
             )
         sin, cos = _exact.sincos(wide, w_hi, w_lo)
         return cos, sin
-    if key.freqs_dtype == "float64":
-        angles = positions.astype(np.float64)[:, None] * _frequencies64(key.theta, d)[None, :]
-        return np.cos(angles), np.sin(angles)
-    with np.errstate(over="ignore", invalid="ignore"):
-        angles32 = positions[:, None] * _frequencies32(key.theta, d)[None, :]
-    sin32, cos32 = _library.sincos(angles32)
+    # a theta near 0 makes infinite frequencies and NaN entries, refused by the bound's check
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if key.freqs_dtype == "float64":
+            angles = positions.astype(np.float64)[:, None] * _frequencies64(key.theta, d)[None, :]
+            return np.cos(angles), np.sin(angles)
+        angles32 = positions.astype(F32)[:, None] * _frequencies32(key.theta, d)[None, :]
+        sin32, cos32 = _library.sincos(angles32)
     return cos32, sin32
 
 
 def at(key: RopeNdKey, given: NDArray[Any]) -> Rows:
     """cos and sin side by side, one row per token of the ids ``given`` ``(axes, N)`` (any
-    finite numbers, as the pipeline builds them: rounded to ``ids_dtype``, then float32)."""
+    finite numbers, as the pipeline builds them: rounded to ``ids_dtype``, then float32;
+    Wan's integers reach its float64 frequencies exactly)."""
     given = np.asarray(given)
     if given.ndim == 1:
         given = given[None, :]
     count = given.shape[1]
     half = key.head_dim
     out = np.empty((count, 2 * half), dtype=key.dtype)
-    with np.errstate(over="ignore"):
-        positions = narrowed(given.astype(F32), key.ids_dtype)
+    positions: NDArray[np.floating]
+    if PRESETS[key.preset].wide_ids:
+        positions = given.astype(np.float64)
+    else:
+        with np.errstate(over="ignore"):
+            positions = narrowed(given.astype(F32), key.ids_dtype)
     if not np.isfinite(positions).all():
-        raise InvalidParameter("ids_dtype", f"holds these ids only as infinities: {key.ids_dtype}")
+        raise InvalidParameter(
+            "ids_dtype", f"holds ids up to {_LARGEST_ID[key.ids_dtype]:g}: these reach past it"
+        )
     rows = max(1, _CHUNK_ELEMENTS // half)
     pairs = np.cumsum((0, *(d // 2 for d in key.axes_dim)))
     for first in range(0, count, rows):

@@ -208,3 +208,17 @@ def test_from_config_cogvideox_rotary_only_and_its_versions(http: httpx.Client) 
     )
     later = http.post(query, json={**rotary, "patch_size_t": 2}).json()
     assert (later["preset"], later["grid"]) == ("cogvideox-1.5", [7, 30, 45])
+
+
+def test_ids_past_the_ids_dtype_are_refused(http: httpx.Client) -> None:
+    answer = http.post(
+        f"{POSITIONS}?grid=1,1,1&axes_dim=2,2,2&ids_dtype=float16",
+        json={"position_ids": [[0.0], [1e6], [0.0]]},
+    )
+    assert_problem(answer, 422, "ids_dtype", "65504")
+
+
+def test_theta_whose_angles_overflow_is_named(http: httpx.Client) -> None:
+    # float32: theta rounds to 0, its frequencies are infinite
+    answer = http.get(f"{TABLE}?grid=2,2&axes_dim=4,4&theta=1e-300")
+    assert_problem(answer, 422, "theta")
