@@ -41,6 +41,7 @@ from typing import Any, Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from service.arrays import POSITION_CEILING
 from service.encodings import _exact, _library
 from service.encodings.registry import (
     DTYPES,
@@ -54,7 +55,6 @@ from service.encodings.registry import (
 )
 from service.encodings.timestep import TIMESTEP_DTYPES, TimestepDType, narrowed
 from service.errors import InvalidParameter
-from service.settings import POSITION_CEILING
 
 Layout = Literal["interleaved", "half"]
 LAYOUTS: Final[tuple[Layout, ...]] = get_args(Layout)

@@ -28,7 +28,8 @@ from service.encodings.timestep import TimestepDType
 from service.errors import InvalidInput, InvalidParameter
 from service.schemas import hf_config
 from service.schemas.common import RawBodyFields, Read
-from service.schemas.hf_config import BOOLEAN, INTEGER, NUMBER, NUMBERS, STRING, FieldType, Reader
+from service.schemas.hf_config import BOOLEAN, INTEGER, NUMBER, NUMBERS, STRING, Reader
+from service.schemas.hf_models import ModelType
 from service.settings import POSITION_CEILING
 
 # mypy reads a str; pydantic and the OpenAPI document the presets' names
@@ -252,10 +253,12 @@ class RopeNdFromConfig(BaseModel):
 
 
 SIZE: Final = ("height", "width", "frames")
-# patch_size: an integer (HunyuanVideo, FLUX, Qwen-Image) or Wan's [t, h, w]
-_PATCH: Final = FieldType(
-    lambda value: INTEGER.accepts(value) or NUMBERS.accepts(value),
-    "an integer or a list of integers",
+# Wan's patch_size is a list [t, h, w] where the others' is an integer: read under a name of
+# its own, with the class's default
+_WAN: Final = ModelType(
+    "diffusers, WanTransformer3DModel",
+    defaults={"patch_size": [1, 2, 2]},
+    names={"patch_sizes": "patch_size"},
 )
 FIELDS: Final = hf_config.fields(
     {
@@ -263,7 +266,8 @@ FIELDS: Final = hf_config.fields(
         "axes_dims_rope": NUMBERS,
         "rope_axes_dim": NUMBERS,
         "rope_theta": NUMBER,
-        "patch_size": _PATCH,
+        "patch_size": INTEGER,
+        "patch_sizes": NUMBERS,
         "use_rotary_positional_embeddings": BOOLEAN,
         **dict.fromkeys(
             (
@@ -297,17 +301,19 @@ def _image(config: Reader, asked: Mapping[str, Any]) -> tuple[int, ...]:
     return _pixels(asked, "height") // cells, _pixels(asked, "width") // cells
 
 
-def _video(default: int | list[int]) -> Callable[[Reader, Mapping[str, Any]], tuple[int, ...]]:
+def _video(listed: bool) -> Callable[[Reader, Mapping[str, Any]], tuple[int, ...]]:
     """A video pipeline's grid: latent frames ``(frames - 1) // 4 + 1``, 8-pixel cells,
     then the transformer's patches (HunyuanVideo's and CogVideoX's ``patch_size_t`` and
-    ``patch_size``, Wan's ``patch_size`` ``[t, h, w]``; ``default``: the class's)."""
+    ``patch_size``; with ``listed``, Wan's ``patch_size`` ``[t, h, w]``)."""
 
     def grid(config: Reader, asked: Mapping[str, Any]) -> tuple[int, ...]:
-        patch = config.get_or("patch_size", default)
-        if isinstance(patch, int):
-            patch = [config.get_or("patch_size_t", None) or 1, patch, patch]
+        if listed:
+            patch = config.of_class(_WAN).get("patch_sizes")
+        else:
+            side = config.get_or("patch_size", 2)
+            patch = [config.get_or("patch_size_t", None) or 1, side, side]
         if len(patch) != 3 or not all(isinstance(p, int) and p > 0 for p in patch):
-            raise InvalidInput("patch_size", "must be a positive integer or three of them")
+            raise InvalidInput("patch_size", "must be positive integers")
         frames = (int(asked.get("frames") or 1) - 1) // _VAE_FRAMES + 1
         height, width = (_pixels(asked, name) // _VAE for name in ("height", "width"))
         # frames in temporal patches rounded up (CogVideoX 1.5 pads them), cells down
@@ -391,7 +397,7 @@ CLASSES: Final[Mapping[str, DiffusersClass]] = {
     ),
     "HunyuanVideoTransformer3DModel": DiffusersClass(
         "hunyuan-video",
-        _video(2),
+        _video(listed=False),
         "models/transformers/transformer_hunyuan_video.py: HunyuanVideoRotaryPosEmbed("
         "patch_size, patch_size_t, rope_axes_dim, rope_theta)",
         (
@@ -402,7 +408,7 @@ CLASSES: Final[Mapping[str, DiffusersClass]] = {
     ),
     "WanTransformer3DModel": DiffusersClass(
         "wan",
-        _video([1, 2, 2]),
+        _video(listed=True),
         "models/transformers/transformer_wan.py: WanRotaryPosEmbed(attention_head_dim, "
         "patch_size, rope_max_seq_len)",
         (_HEAD,),
@@ -410,7 +416,7 @@ CLASSES: Final[Mapping[str, DiffusersClass]] = {
     ),
     "CogVideoXTransformer3DModel": DiffusersClass(
         "cogvideox",
-        _video(2),
+        _video(listed=False),
         "models/embeddings.py: get_3d_rotary_pos_embed(attention_head_dim, ...) as "
         "pipelines/cogvideo/pipeline_cogvideox.py's _prepare_rotary_positional_embeddings",
         (("attention_head_dim", "head_dim", 64),),

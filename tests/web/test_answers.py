@@ -182,7 +182,14 @@ def test_a_family_whose_query_names_no_format_is_refused_when_declared() -> None
 
 # what a person fills in for the required parameters of a GET that answers arrays
 JSON: Final = "application/json"
-_FILLED: Final = {"max_len": 4, "d_model": 8, "head_dim": 8, "num_heads": 4, "dim": 8}
+_FILLED: Final = {
+    "max_len": 4,
+    "d_model": 8,
+    "head_dim": 8,
+    "num_heads": 4,
+    "dim": 8,
+    "grid": "2,2,2",
+}
 _COMMITTED: Final = json.loads((ROOT / "openapi" / "openapi.json").read_text())
 # every operation whose answer may be arrays or a picture of them (a wire format but JSON)
 _ARRAY_MEDIA: Final = set(answers.MEDIA.values()) - {"application/json"}
