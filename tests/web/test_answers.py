@@ -182,7 +182,7 @@ def test_a_family_whose_query_names_no_format_is_refused_when_declared() -> None
 
 # what a person fills in for the required parameters of a GET that answers arrays
 JSON: Final = "application/json"
-_FILLED: Final = {
+_FILLED: Final[dict[str, int | str]] = {
     "max_len": 4,
     "d_model": 8,
     "head_dim": 8,
