@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from service.encodings import _library
+from service.encodings import _library, rope_nd
 from tests.support import ROOT
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
@@ -538,3 +538,50 @@ def test_cogvideox(
     measure(
         f"{name}, torch's pow, sin, cos", wide, (reference[0].double(), reference[1].double()), True
     )
+
+
+@pytest.mark.parametrize(
+    ("preset", "grid", "text"),
+    [
+        ("flux2", (3, 5), 4),
+        ("qwen-image", (5, 4), 2),
+        ("cogvideox", (2, 7, 11), 0),
+        ("hunyuan-video", (3, 4, 4), 0),
+    ],
+)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_exact_is_50_digit_arithmetic_rounded(
+    service: httpx.Client, preset: str, grid: tuple[int, ...], text: int, dtype: str
+) -> None:
+    """Every entry within half an ulp (float64: 2^-51) of cos and sin of ``id * theta^(-2i/d)``
+    to 50 digits, at the ids the preset gives its tokens (negative, centred ones; CogVideoX's
+    float32 linspace ones)."""
+    mpmath = lib("mpmath")
+    size = ",".join(map(str, grid))
+    query = f"grid={size}&preset={preset}" + (f"&text_tokens={text}" if text else "")
+    cos, sin = served(service, f"{query}&rounding=exact&dtype={dtype}")
+    key = rope_nd.preset_key(
+        preset, grid, {"text_tokens": text or None}, None, "interleaved", "exact", "float64"
+    )
+    ids = rope_nd.ids(key, np.arange(key.tokens)).astype(np.float32).astype(np.float64)
+    largest = 0.0
+    with mpmath.workdps(50):
+        for row in range(0, key.tokens, max(1, key.tokens // 12)):
+            column = 0
+            for axis, d in enumerate(key.axes_dim):
+                for i in range(d // 2):
+                    angle = mpmath.mpf(float(ids[axis, row])) * mpmath.power(
+                        mpmath.mpf(key.theta), mpmath.mpf(-2 * i) / d
+                    )
+                    for ours, true in ((cos, mpmath.cos(angle)), (sin, mpmath.sin(angle))):
+                        value = float(ours[row, column])
+                        bound = (
+                            float(np.spacing(np.float32(abs(value)))) / 2
+                            if dtype == "float32"
+                            else 2.0**-51
+                        )
+                        error = abs(mpmath.mpf(value) - true)
+                        assert error <= bound, (preset, row, axis, i, value, true)
+                        largest = max(largest, float(error / bound))
+                    column += 2
+    FIGURES[f"exact {preset} {dtype}"] = {"largest_error_over_bound": largest}
