@@ -417,12 +417,14 @@ def preset_key(
         if value is None:
             continue
         if name not in chosen.takes:
-            fixed = settings[name] if name in chosen.settings else "not taken"
-            raise InvalidParameter(
-                name,
-                f"is fixed by preset {preset} ({fixed}): give it with preset=diffusers, "
-                "which takes every parameter",
+            said = (
+                f"is fixed by preset {preset} ({settings[name]})"
+                if name in chosen.settings
+                else f"is not a parameter of preset {preset}"
             )
+            if name in PRESETS["diffusers"].takes:
+                said += ": give it with preset=diffusers, which takes every parameter"
+            raise InvalidParameter(name, said)
         settings[name] = value
     if chosen.split is not None:
         settings["axes_dim"] = chosen.split(chosen.head if head_dim is None else head_dim)

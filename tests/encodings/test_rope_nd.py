@@ -94,3 +94,10 @@ def test_refusals_name_the_parameter(preset: str, given: dict[str, Any], name: s
     with pytest.raises(InvalidParameter) as caught:
         key(preset, grid, **given)
     assert caught.value.name == name
+
+
+def test_a_parameter_of_another_preset_is_named_as_such() -> None:
+    with pytest.raises(InvalidParameter, match=r"not a parameter of preset flux$"):
+        key("flux", (2, 2), base_grid=(30, 45))
+    with pytest.raises(InvalidParameter, match=r"fixed by preset wan \(10000.0\): give it"):
+        key("wan", (2, 2, 2), theta=500.0)
