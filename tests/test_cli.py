@@ -93,6 +93,7 @@ def assert_help_prints_usage_and_starts_nothing(run: Run) -> None:
         ("rotary", "json", {"max_len": "4", "head_dim": "4", "start": "1"}, None),
         ("alibi", "raw", {"num_heads": "3", "max_len": "5"}, "/v1/biases/alibi"),
         ("alibi-slopes", "safetensors", {"num_heads": "12"}, "/v1/biases/alibi/slopes"),
+        ("timestep", "npy", {"max_len": "1000", "dim": "320", "preset": "unet"}, None),
     ],
 )
 def test_an_export_is_the_http_answer(

@@ -351,6 +351,8 @@ def test_the_real_families_are_declared_on_the_same_seam() -> None:
         "alibi",
         "temperature",
         "timestep",
+        "sincos-2d",
+        "sincos-3d",
         "rope-nd",
     ]
     assert FAMILIES[1].family.arrays == ("cos", "sin")
@@ -397,3 +399,16 @@ def test_the_tags_of_the_families_before_the_seam_are_kept(http: httpx.Client) -
     alibi = http.get("/v1/biases/alibi/slopes?num_heads=4&format=npy")
     fields = {**SlopesQuery(num_heads=4).describe(), "resource": "/v1/biases/alibi/slopes"}
     assert alibi.headers["etag"] == table_etag(fields, "npy", False)
+
+
+def test_a_stub_s_audit_query_names_its_paths(http: httpx.Client) -> None:
+    spec = http.get("/openapi.json").json()["paths"]["/v1/audit/waves"]["get"]["parameters"]
+    described = next(p["description"] for p in spec if p["name"] == "paths")
+    assert described.endswith(": library, bf16-table, float32-positions, even-positions.")
+
+
+def test_a_stub_s_presets_are_listed_with_the_others(http: httpx.Client) -> None:
+    listed = http.get("/v1/presets").json()["families"]["waves"]
+    assert [preset["name"] for preset in listed] == ["halving"]
+    assert listed[0]["follows"][0]["version"] == "1.0"
+    assert listed[0]["fixes"] == {"width": 4}

@@ -181,6 +181,56 @@ export interface TimestepFromConfigParams extends Params {
   dtype?: DType;
 }
 
+/** A 2-D sin-cos table's grid (tokens), width and preset; each preset takes only its own
+ * parameters (mae: extraTokens; diffusers: extraTokens, baseSize, interpolationScale; sd3:
+ * baseSize, interpolationScale, posEmbedMaxSize; timm: temperature, interleaveSinCos,
+ * reverseCoord). */
+export interface Sincos2dParams extends Params {
+  height: number;
+  width: number;
+  dim: number;
+  preset?: "mae" | "diffusers" | "sd3" | "timm";
+  extraTokens?: number;
+  baseSize?: number;
+  interpolationScale?: number;
+  posEmbedMaxSize?: number;
+  temperature?: number;
+  interleaveSinCos?: boolean;
+  reverseCoord?: boolean;
+  start?: number;
+  stop?: number;
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
+/** A 3-D sin-cos table's grid (tokens), width and preset (only "diffusers" takes the
+ * scales and textTokens). */
+export interface Sincos3dParams extends Params {
+  frames: number;
+  height: number;
+  width: number;
+  dim: number;
+  preset?: "diffusers" | "cogvideox";
+  spatialInterpolationScale?: number;
+  temporalInterpolationScale?: number;
+  textTokens?: number;
+  start?: number;
+  stop?: number;
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
+/** What a diffusers config.json does not say: the picture's size in pixels (and frames). */
+export interface SincosFromConfigParams extends Params {
+  frames?: number;
+  height?: number;
+  width?: number;
+  start?: number;
+  stop?: number;
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
 /** A multi-axis RoPE table's parameters; a preset fixes a model's (only "diffusers" takes
  * every one). */
 export interface RopeNdParams extends Params {
@@ -281,6 +331,17 @@ export interface Preset {
   formula: string;
   parameters: PresetParameter[];
   [field: string]: any;
+}
+
+/** Another family's preset as `GET /v1/presets` lists it under `families`. */
+export interface FamilyPreset {
+  name: string;
+  summary: string;
+  follows: { repository: string; version: string; path: string; function: string }[];
+  fixes: Record<string, unknown>;
+  takes: string[];
+  library_rounding: string;
+  rows: string;
 }
 
 export interface SlopesParams extends Params {
@@ -461,6 +522,14 @@ export class Client {
   ): Promise<Tensor>;
   /** `POST /v1/encodings/timestep/from-config`: a diffusers model's, from its config.json. */
   timestepFromConfig(config: Config, params: TimestepFromConfigParams): Promise<Tensor>;
+  /** `GET /v1/encodings/sincos-2d`: a patch grid's 2-D sin-cos table, `[rows, dim]`. */
+  sincos2d(params: Sincos2dParams): Promise<Tensor>;
+  /** `GET /v1/encodings/sincos-3d`: a video grid's 3-D sin-cos table, `[rows, dim]`. */
+  sincos3d(params: Sincos3dParams): Promise<Tensor>;
+  /** `POST /v1/encodings/sincos-2d/from-config`: a diffusers model's, from its config.json. */
+  sincos2dFromConfig(config: Config, params?: Omit<SincosFromConfigParams, "frames">): Promise<Tensor>;
+  /** `POST /v1/encodings/sincos-3d/from-config`: CogVideoX's, from its config.json. */
+  sincos3dFromConfig(config: Config, params?: SincosFromConfigParams): Promise<Tensor>;
   /** `GET /v1/encodings/rope-nd`: multi-axis RoPE, `{cos, sin}` each `[tokens, headDim]`. */
   ropeNd(params: RopeNdParams): Promise<CosSin>;
   /** `POST /v1/encodings/rope-nd/positions`: at ids `[axes][L]`, `{cos, sin}`. */
@@ -488,7 +557,10 @@ export class Client {
   auditPng(family: Family, params: AuditParams): Promise<Uint8Array>;
   /** `POST /v1/compare`: two tables' difference by position band. */
   compare(a: CompareTable, b: CompareTable, range: CompareRange): Promise<Comparison>;
+  /** `GET /v1/presets`: the sinusoidal presets, or another family's. */
   presets(): Promise<Preset[]>;
+  presets(family: "sinusoidal"): Promise<Preset[]>;
+  presets(family: string): Promise<FamilyPreset[]>;
   cacheStats(): Promise<Record<string, any>>;
   ready(): Promise<boolean>;
 }

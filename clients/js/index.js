@@ -477,8 +477,8 @@ export class Client {
     return only(await this.encoding("timestep", params));
   }
 
-  /** The timestep embeddings of any finite timesteps `[N]` (σ for preset "flux", σ·1000
-   * for "flux-diffusers"), `[N, dim]`; `params` as `timestep` takes them (`maxLen` 1 unless
+  /** The timestep embeddings of any finite timesteps `[N]` (the scheduler's: σ·1000 for
+   * the flow-matching models), `[N, dim]`; `params` as `timestep` takes them (`maxLen` 1 unless
    * given: the table's, unused at posted timesteps). */
   async timestepPositions(timesteps, params) {
     const body = JSON.stringify({ position_ids: idsOf(timesteps) });
@@ -493,6 +493,36 @@ export class Client {
     const init = { body: configBody(config), headers: { "content-type": "application/json" } };
     const path = "/v1/encodings/timestep/from-config";
     return only(await this.tensor("POST", path, params, init));
+  }
+
+  /** The 2-D sin-cos table of a `height` × `width` patch grid, `[extraTokens + height ·
+   * width, dim]`, a row a token (row-major): a `preset` ("mae", the default; "diffusers",
+   * "sd3", "timm") and the parameters it takes (`extraTokens`, `baseSize`,
+   * `interpolationScale`, `posEmbedMaxSize`, `temperature`, `interleaveSinCos`,
+   * `reverseCoord`). */
+  async sincos2d(params) {
+    return only(await this.encoding("sincos-2d", params));
+  }
+
+  /** The 3-D sin-cos table of a `frames` × `height` × `width` patch grid, `[textTokens +
+   * frames · height · width, dim]` (diffusers' get_3d_sincos_pos_embed; preset
+   * "cogvideox": CogVideoX-2b's). */
+  async sincos3d(params) {
+    return only(await this.encoding("sincos-3d", params));
+  }
+
+  /** A diffusers model's 2-D sin-cos table from its config.json (SD3, PixArt, DiT, Latte),
+   * for a picture of `height` × `width` pixels (default the config's). */
+  async sincos2dFromConfig(config, params = {}) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    return only(await this.tensor("POST", "/v1/encodings/sincos-2d/from-config", params, init));
+  }
+
+  /** CogVideoX's 3-D sin-cos table from its config.json, for a video of `frames` frames of
+   * `height` × `width` pixels (default the config's). */
+  async sincos3dFromConfig(config, params = {}) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    return only(await this.tensor("POST", "/v1/encodings/sincos-3d/from-config", params, init));
   }
 
   /** Multi-axis RoPE of a diffusion transformer `{cos, sin}`, each `[tokens, headDim]`:
@@ -606,10 +636,11 @@ export class Client {
     return (await this.request("POST", "/v1/compare", {}, init)).json();
   }
 
-  /** The sinusoidal presets (`GET /v1/presets`), each with its source, formula and
-   * parameters. */
-  async presets() {
-    return (await (await this.request("GET", "/v1/presets")).json()).presets;
+  /** A family's presets (`GET /v1/presets`; the sinusoidal ones by default), each with
+   * the code it follows; none for a family without presets. */
+  async presets(family = "sinusoidal") {
+    const document = await (await this.request("GET", "/v1/presets")).json();
+    return family === "sinusoidal" ? document.presets : (document.families[family] ?? []);
   }
 
   /** The service's cache statistics. */

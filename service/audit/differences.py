@@ -48,14 +48,15 @@ def rows(key: Key) -> int:
 
 def matrixer(key: Key, name: str) -> Matrixer:
     """The path ``name`` of ``key``'s table."""
-    if name == DEVICE and paths.angles(key) is not None:
+    turning = paths.angles(key)
+    if name == DEVICE and turning is not None:
 
         def device(at: NDArray[np.int64], exact: Matrix | None) -> tuple[Matrix, Mask | None]:
             entry, drift = envelope.bounds(key, at)
             anywhere: Mask = np.any(drift > np.pi / 2, axis=1)
             return entry, anywhere
 
-        return Matrixer(name, DEVICE_DESCRIPTION, False, device)
+        return Matrixer(name, turning.device or DEVICE_DESCRIPTION, False, device)
     path = {path.name: path for path in paths.paths_of(key)}[name]
 
     def table(at: NDArray[np.int64], exact: Matrix | None) -> tuple[Matrix, Mask | None]:

@@ -55,8 +55,11 @@ def bounds(
     """Per position and pair: the bound on a cos or sin entry's error, and on its angle's."""
     turning = _turning(key)
     exact = turning.exact(exact_key(key))
-    wide = positions.astype(np.float64)
-    narrow = positions.astype(np.float32).astype(np.float64)
+    if turning.received is None:
+        wide = positions.astype(np.float64)
+        narrow = positions.astype(np.float32).astype(np.float64)
+    else:
+        wide, narrow = turning.received(key, positions)
     angle = narrow[:, None] * exact[None, :]
     ulp = np.spacing(np.abs(angle).astype(np.float32)).astype(np.float64)
     drift = (

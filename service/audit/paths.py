@@ -223,8 +223,18 @@ ANGLES: Final[tuple[Path, ...]] = (
 
 def paths_of(key: Key) -> tuple[Path, ...]:
     """The paths that mean something for ``key``'s family: the shared ones its entries
-    allow (and it keeps), then its own."""
-    record = registry.audit(key)
+    allow (and it keeps), each replaced by its own path of the same name (its library's
+    arithmetic, described as its own), then its other own paths."""
+    return paths_in(registry.audit(key))
+
+
+def paths_in(record: registry.Audit[Any]) -> tuple[Path, ...]:
+    """:func:`paths_of` a family's audit record."""
     shared = COMMON + ANGLES if record.angles is not None else COMMON
-    kept = [path for path in shared if record.paths is None or path.name in record.paths]
-    return (*kept, *record.own)
+    own = {path.name: path for path in record.own}
+    kept = [
+        own.pop(path.name, path)
+        for path in shared
+        if record.paths is None or path.name in record.paths
+    ]
+    return (*kept, *own.values())

@@ -53,8 +53,13 @@ class Cost:
 
 def names(key: Key) -> list[str]:
     """The paths that apply to ``key``, in order."""
-    found = [path.name for path in paths.paths_of(key)]
-    record = registry.audit(key)
+    return names_of(registry.audit(key))
+
+
+def names_of(record: registry.Audit[Any]) -> list[str]:
+    """The paths of a family's audit record, in order (:func:`paths.paths_of`'s, then the
+    device envelope of turned pairs)."""
+    found = [path.name for path in paths.paths_in(record)]
     device = record.angles is not None and (record.paths is None or DEVICE in record.paths)
     return [*found, DEVICE] if device else found
 

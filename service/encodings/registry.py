@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, Protocol, TypeVar, get_args
@@ -103,6 +103,12 @@ class Angles(Generic[K]):
     turned: Callable[[K, NDArray[np.float32], NDArray[np.float32]], Values]
     attention: Callable[[K], float]
     ulps: Callable[[K], float]
+    # the positions as the formula takes them and as the library's arithmetic receives
+    # them (none: the positions, and their float32 cast); the envelope bounds the second's
+    # distance from the first
+    received: Callable[[K, NDArray[np.int64]], tuple[Values, Values]] | None = None
+    # what the envelope assumes of the device (none: transformers' powf, sinf and cosf)
+    device: str | None = None
 
 
 def _as_float64(key: Any, rows: Rows) -> Values:
@@ -142,6 +148,43 @@ def replacing(**changes: Any) -> Callable[[K], K]:
 
 
 @dataclass(frozen=True, slots=True)
+class Source:
+    """Where a preset's arithmetic is written: repository, version, file and function."""
+
+    repository: str
+    version: str
+    path: str
+    function: str
+
+
+class Listed(Protocol):
+    """A family's preset as ``GET /v1/presets`` lists it: its name, what it is, the code it
+    follows, the parameters it fixes (``settings``) and those a client may still give
+    (``takes``), the arithmetic of its ``rounding=library``, and what its rows are."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def sources(self) -> tuple[Source, ...]: ...
+
+    @property
+    def settings(self) -> Mapping[str, Any]: ...
+
+    @property
+    def takes(self) -> tuple[str, ...]: ...
+
+    @property
+    def arithmetic(self) -> str: ...
+
+    @property
+    def rows(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
 class Family(Generic[K]):
     """One family: its name (its routes' and listings' name), its key type, its functions
     (``fill`` and ``take`` for a cached table; ``block`` for one computed per request,
@@ -166,6 +209,8 @@ class Family(Generic[K]):
     # computed exactly before the block, and whose masks are -inf
     checked: bool = True
     audit: Audit[K] | None = None
+    # its presets, by name (the sinusoidal family's have a document of their own)
+    presets: Mapping[str, Listed] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         rows = (self.fill is not None, self.take is not None)
@@ -197,6 +242,11 @@ def registered(family: Family[K]) -> Iterator[Family[K]]:
             del _FAMILIES[family.key]
         else:
             _FAMILIES[family.key] = before
+
+
+def listed() -> dict[str, Mapping[str, Listed]]:
+    """Each known family's presets, by family name (those that have any)."""
+    return {family.name: family.presets for family in _FAMILIES.values() if family.presets}
 
 
 def family_of(key: Key) -> Family[Any]:

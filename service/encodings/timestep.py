@@ -9,9 +9,10 @@
 
 with the timesteps as the model receives them: cast to ``timestep_dtype`` (float32,
 bfloat16 or float16, through float32 as torch converts), multiplied by ``time_factor`` in
-that dtype (FLUX's ``t = time_factor * t``); a preset may round them more (diffusers' FLUX
-pipeline, :data:`PRESETS`). Rows of the ``GET`` table are the integer timesteps; any finite
-timesteps are taken by :func:`at`.
+that dtype (FLUX's ``t = time_factor * t``); a preset's pipeline may divide them first, and
+round them more (FLUX's sampler and diffusers' pipeline, Qwen-Image's, :data:`HOPS`). Rows
+of the ``GET`` table are the scheduler's integer timesteps (σ·1000 for the flow-matching
+models); any finite timesteps are taken by :func:`at`.
 
 ``rounding=library`` is the named code's arithmetic operation by operation: float32 for
 diffusers, DiT, guided-diffusion and FLUX (``f32(-ln P) * i``, the division, exp, the
@@ -26,8 +27,9 @@ angles, :mod:`service.encodings._exact`), each entry rounded once.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
@@ -38,12 +40,18 @@ from service.encodings import _exact, _library
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
+    Angles,
+    Audit,
+    AuditPath,
     Bound,
     DType,
     Family,
     Rounding,
     Rows,
+    Source,
+    Values,
     register,
+    replacing,
 )
 from service.errors import InvalidParameter
 
@@ -51,10 +59,8 @@ TimestepDType = Literal["float32", "bfloat16", "float16"]
 TIMESTEP_DTYPES: Final[tuple[TimestepDType, ...]] = get_args(TimestepDType)
 # the library's arithmetic: float32 (torch's, as diffusers computes) or float64 (Wan's own)
 Arithmetic = Literal["float32", "float64"]
-# how the given timesteps reach the embedding: "model", cast to timestep_dtype and times
-# time_factor in it; "pipeline", divided by time_factor in timestep_dtype first (diffusers'
-# FLUX pipeline passes timestep / 1000 to a transformer that multiplies it by 1000)
-Hop = Literal["model", "pipeline"]
+# how the scheduler's timesteps reach the embedding (:data:`HOPS`)
+Hop = Literal["model", "sampler", "pipeline", "divided", "divided-float32"]
 PARAMETERS: Final = (
     "flip_sin_to_cos",
     "downscale_freq_shift",
@@ -76,16 +82,6 @@ _LARGEST: Final[Mapping[TimestepDType, float]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Source:
-    """Where a preset's arithmetic is written: repository, version, file and function."""
-
-    repository: str
-    version: str
-    path: str
-    function: str
-
-
-@dataclass(frozen=True, slots=True)
 class Preset:
     """A model's timestep embedding: its sources, its parameters (what it fixes; the
     function's defaults for the rest), the parameters a client may still give (``takes``),
@@ -101,6 +97,11 @@ class Preset:
     hop: Hop = "model"
     even: bool = False
     timesteps: str = "integer timesteps 0 .. 999 as the scheduler gives them"
+
+    @property
+    def rows(self) -> str:
+        """What row ``r`` of its table is: the timestep ``r``, in these units."""
+        return f"row r is the timestep r: {self.timesteps}"
 
 
 DEFAULTS: Final[Mapping[str, Any]] = {
@@ -188,8 +189,8 @@ PRESETS: Final[Mapping[str, Preset]] = {
         ),
         Preset(
             "flux",
-            "FLUX.1's reference sampler: σ in bfloat16, t = 1000 * σ in bfloat16, "
-            "[cos | sin] of float32 angles",
+            "FLUX.1's reference sampler: σ = t / 1000 in bfloat16, then 1000 * σ in "
+            "bfloat16, [cos | sin] of float32 angles",
             (
                 Source(
                     "black-forest-labs/flux",
@@ -200,7 +201,8 @@ PRESETS: Final[Mapping[str, Preset]] = {
                 Source("black-forest-labs/flux", "802fb47", "src/flux/sampling.py", "denoise"),
             ),
             {**_FLIPPED, "time_factor": 1000.0, "timestep_dtype": "bfloat16"},
-            timesteps="σ in [0, 1], as the sampler passes them",
+            hop="sampler",
+            timesteps="σ·1000 (the sampler passes σ = t / 1000)",
         ),
         Preset(
             "flux-diffusers",
@@ -243,14 +245,37 @@ PRESETS: Final[Mapping[str, Preset]] = {
         ),
         Preset(
             "qwen-image",
-            "Qwen-Image and AuraFlow: Timesteps(256, True, 0, scale=1000), the scale after "
-            "the product",
+            "Qwen-Image: its pipeline passes t / 1000 computed in the model's dtype; "
+            "Timesteps(256, True, 0, scale=1000), the scale after the product",
             (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/pipelines/qwenimage/pipeline_qwenimage.py",
+                    "QwenImagePipeline.__call__",
+                ),
                 Source(
                     "huggingface/diffusers",
                     "0.42.1",
                     "src/diffusers/models/transformers/transformer_qwenimage.py",
                     "QwenTimestepProjEmbeddings",
+                ),
+                _EMBEDDINGS,
+            ),
+            {**_FLIPPED, "scale": 1000.0, "timestep_dtype": "bfloat16"},
+            hop="divided",
+            timesteps="σ·1000 (the pipeline passes σ = t / 1000)",
+        ),
+        Preset(
+            "auraflow",
+            "AuraFlow: its pipeline passes t / 1000 computed in float32, cast to the model's "
+            "dtype; Timesteps(256, True, 0, scale=1000), the scale after the product",
+            (
+                Source(
+                    "huggingface/diffusers",
+                    "0.42.1",
+                    "src/diffusers/pipelines/aura_flow/pipeline_aura_flow.py",
+                    "AuraFlowPipeline.__call__",
                 ),
                 Source(
                     "huggingface/diffusers",
@@ -258,9 +283,11 @@ PRESETS: Final[Mapping[str, Preset]] = {
                     "src/diffusers/models/transformers/auraflow_transformer_2d.py",
                     "AuraFlowTransformer2DModel",
                 ),
+                _EMBEDDINGS,
             ),
-            {**_FLIPPED, "scale": 1000.0},
-            timesteps="σ in [0, 1], as the transformer receives them",
+            {**_FLIPPED, "scale": 1000.0, "timestep_dtype": "bfloat16"},
+            hop="divided-float32",
+            timesteps="σ·1000 (the pipeline passes σ = t / 1000)",
         ),
     )
 }
@@ -367,25 +394,79 @@ def narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.fl
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class Hops:
+    """How a preset's model receives the scheduler's timesteps ``t``: ``narrow``, the
+    timesteps as its embedding takes them (every value of a narrow dtype is a float32;
+    infinite past the dtype's range, as torch makes them), and ``real``, the real number
+    they stand for (the audit's reference, never cast)."""
+
+    description: str
+    narrow: Callable[[TimestepKey, NDArray[np.float64]], NDArray[np.float32]]
+    real: Callable[[TimestepKey, NDArray[np.float64]], NDArray[np.float64]]
+
+
+def _cast(key: TimestepKey, values: NDArray[Any]) -> NDArray[np.float32]:
+    """Values cast to the timesteps' dtype through float32, as torch converts."""
+    return narrowed(np.asarray(values).astype(F32), key.timestep_dtype)
+
+
+def _times_factor(key: TimestepKey, t: NDArray[np.float32]) -> NDArray[np.float32]:
+    """``time_factor * t`` in the timesteps' dtype (torch computes a narrow tensor times a
+    number in float32, rounded once)."""
+    return _cast(key, t * _library.f32(key.time_factor)) if key.time_factor != 1 else t
+
+
+_PASSED: Final = 1000.0  # Qwen-Image's and AuraFlow's pipelines pass t / 1000
+HOPS: Final[Mapping[Hop, Hops]] = {
+    "model": Hops(
+        "cast to timestep_dtype, times time_factor in it",
+        lambda key, t: _times_factor(key, _cast(key, t)),
+        lambda key, t: t * key.time_factor,
+    ),
+    "sampler": Hops(
+        "σ = t / time_factor (in float64, as the sampler's schedule) cast to timestep_dtype, "
+        "times time_factor in it",
+        lambda key, t: _times_factor(key, _cast(key, t / key.time_factor)),
+        lambda key, t: t,
+    ),
+    "pipeline": Hops(
+        "cast to timestep_dtype, divided by time_factor in it, times time_factor in it",
+        lambda key, t: _times_factor(
+            key, _cast(key, _cast(key, t) / _library.f32(key.time_factor))
+        ),
+        lambda key, t: t,
+    ),
+    "divided": Hops(
+        "cast to timestep_dtype, divided by 1000 in it",
+        lambda key, t: _cast(key, _cast(key, t) / F32(_PASSED)),
+        lambda key, t: t / _PASSED,
+    ),
+    "divided-float32": Hops(
+        "divided by 1000 in float32, then cast to timestep_dtype",
+        lambda key, t: _cast(key, t.astype(F32) / F32(_PASSED)),
+        lambda key, t: t / _PASSED,
+    ),
+}
+
+
+def hop(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
+    """The scheduler's timesteps as the preset's model receives them (:data:`HOPS`)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return HOPS[PRESETS[key.preset].hop].narrow(key, np.asarray(timesteps, np.float64))
+
+
 def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
-    """The timesteps as the model's embedding receives them (every value of the narrow
-    dtype is a float32): cast to ``timestep_dtype`` (through float32, as torch converts),
-    divided by ``time_factor`` in it where the preset's pipeline does, and multiplied by
-    it in it (torch computes a narrow tensor times a number in float32, rounded once)."""
+    """:func:`hop`'s timesteps, refused where the dtype or the factor makes them infinite."""
     with np.errstate(over="ignore"):
-        t = narrowed(np.asarray(timesteps).astype(F32), key.timestep_dtype)
-    if not np.isfinite(t).all():
+        cast = _cast(key, timesteps)
+    if not np.isfinite(cast).all():
         largest = float(_LARGEST[key.timestep_dtype])
         raise InvalidParameter(
             "timestep_dtype",
             f"holds timesteps up to {largest:g} only: these reach past it",
         )
-    factor = _library.f32(key.time_factor)
-    with np.errstate(over="ignore", invalid="ignore"):
-        if PRESETS[key.preset].hop == "pipeline":
-            t = narrowed(t / factor, key.timestep_dtype)
-        if key.time_factor != 1:
-            t = narrowed(t * factor, key.timestep_dtype)
+    t = hop(key, timesteps)
     if not np.isfinite(t).all():
         raise InvalidParameter(
             "time_factor",
@@ -394,12 +475,16 @@ def received(key: TimestepKey, timesteps: NDArray[Any]) -> NDArray[np.float32]:
     return t
 
 
+def library_frequencies(key: TimestepKey) -> NDArray[np.float32]:
+    """diffusers' float32 frequencies: ``exp(f32(-ln P) * i / f32(half - shift))``."""
+    exponent = _library.f32(-math.log(key.max_period)) * np.arange(key.half).astype(F32)
+    exponent = exponent / _library.f32(key.half - key.downscale_freq_shift)
+    return _library.exp32(exponent)
+
+
 def _library32(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
     """diffusers' float32 arithmetic, each step rounded where torch rounds it."""
-    half = key.half
-    exponent = _library.f32(-math.log(key.max_period)) * np.arange(half).astype(F32)
-    exponent = exponent / _library.f32(half - key.downscale_freq_shift)
-    frequencies = _library.exp32(exponent)
+    frequencies = library_frequencies(key)
     with np.errstate(over="ignore", invalid="ignore"):
         angles = t[:, None] * frequencies[None, :]
         angles = _library.f32(key.scale) * angles
@@ -417,12 +502,16 @@ def _library64(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
         return np.sin(angles), np.cos(angles)
 
 
-def _exact_sincos(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]:
+def frequencies(key: TimestepKey) -> tuple[Values, Values]:
+    """``scale * max_period^(-i / (half - shift))`` as double-double ``(hi, lo)``."""
+    denominator = 2 * (key.half - key.downscale_freq_shift)
+    w_hi, w_lo = _exact.inverse_powers(key.max_period, denominator, key.half)
+    return _exact.dd_mul(w_hi, w_lo, key.scale, 0.0)
+
+
+def _exact_sincos(key: TimestepKey, t: NDArray[np.floating]) -> tuple[Rows, Rows]:
     """sin and cos of ``scale * t * f_i`` from double-double frequencies."""
-    half = key.half
-    denominator = 2 * (half - key.downscale_freq_shift)
-    w_hi, w_lo = _exact.inverse_powers(key.max_period, denominator, half)
-    w_hi, w_lo = _exact.dd_mul(w_hi, w_lo, key.scale, 0.0)
+    w_hi, w_lo = frequencies(key)
     positions = t.astype(np.float64)
     largest = float(np.abs(positions).max(initial=0.0)) * float(np.abs(w_hi).max(initial=0.0))
     if largest > _LARGEST_ANGLE:
@@ -437,19 +526,20 @@ def _exact_sincos(key: TimestepKey, t: NDArray[np.float32]) -> tuple[Rows, Rows]
 
 def at(key: TimestepKey, timesteps: NDArray[Any]) -> Rows:
     """The embeddings of ``timesteps`` (any finite numbers, ``(N,)``), one row each."""
+    arithmetic = "exact" if key.rounding == "exact" else PRESETS[key.preset].arithmetic
+    return along(key, timesteps, arithmetic)
+
+
+def along(key: TimestepKey, timesteps: NDArray[Any], arithmetic: Arithmetic | Rounding) -> Rows:
+    """The embeddings of ``timesteps`` as ``key`` receives them, computed in ``arithmetic``
+    (a library's float32 or float64, or ``exact``): the table's, or an audit's path."""
     out = np.zeros((len(timesteps), key.dim), dtype=key.dtype)
     half = key.half
     if not half:
         return out
     t = received(key, timesteps)
     rows = max(1, _CHUNK_ELEMENTS // half)
-    compute = (
-        _exact_sincos
-        if key.rounding == "exact"
-        else _library64
-        if PRESETS[key.preset].arithmetic == "float64"
-        else _library32
-    )
+    compute = {"exact": _exact_sincos, "float64": _library64, "float32": _library32}[arithmetic]
     first_half, second_half = out[:, :half], out[:, half : 2 * half]
     sines, cosines = (second_half, first_half) if key.flip_sin_to_cos else (first_half, second_half)
     for first in range(0, len(t), rows):
@@ -476,4 +566,128 @@ def bound(key: TimestepKey) -> Bound:
     return Bound(1.0, ("scale", "time_factor", "timestep_dtype"))
 
 
-FAMILY: Final = register(Family("timestep", TimestepKey, fill, take, bound))
+def entries(key: TimestepKey, rows: Rows) -> Values:
+    """What an audit compares of a row: each frequency's cosine, then its sine (the zero
+    column of an odd width left out)."""
+    half = key.half
+    first, second = rows[:, :half], rows[:, half : 2 * half]
+    sines, cosines = (second, first) if key.flip_sin_to_cos else (first, second)
+    return np.concatenate([cosines, sines], axis=1).astype(np.float64)
+
+
+def _real(key: TimestepKey, positions: NDArray[np.int64]) -> Values:
+    """The timesteps the formula takes at these rows, uncast (:attr:`Hops.real`)."""
+    return HOPS[PRESETS[key.preset].hop].real(key, positions.astype(np.float64))
+
+
+def exact_at(key: TimestepKey, positions: NDArray[np.int64]) -> Values:
+    """The audit's reference: the real-valued formula at the rows' real timesteps (FLUX's
+    ``1000 σ``), never cast to a narrow dtype, each pair's cos then sin."""
+    if not key.half:
+        return np.zeros((len(positions), 0))
+    s, c = _exact_sincos(key, _real(key, positions))
+    return np.concatenate([c, s], axis=1)
+
+
+def _along(
+    arithmetic: Arithmetic | None = None, timestep_dtype: TimestepDType | None = None
+) -> Callable[[TimestepKey, NDArray[np.int64]], Values]:
+    """An audit path: the key's table with another arithmetic or timesteps' dtype, as
+    float64 entries (NaN where the narrow timesteps are infinite, as a model's are)."""
+
+    def values(key: TimestepKey, positions: NDArray[np.int64]) -> Values:
+        if timestep_dtype is not None:
+            key = dataclasses.replace(key, timestep_dtype=timestep_dtype)
+        computes = arithmetic or PRESETS[key.preset].arithmetic
+        finite = np.isfinite(hop(key, positions))
+        out = np.full((len(positions), 2 * key.half), np.nan)
+        if finite.any():
+            out[finite] = entries(key, along(key, positions[finite], computes))
+        return out
+
+    return values
+
+
+def _turned(key: TimestepKey, at: NDArray[np.float32], inverse: NDArray[np.float32]) -> Values:
+    """The float32 entries at timesteps ``at`` with these frequencies (``scale`` in them)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        s, c = _library.sincos(at[:, None] * inverse[None, :])
+    return np.concatenate([c, s], axis=1).astype(np.float64)
+
+
+def _scaled_frequencies(key: TimestepKey) -> NDArray[np.float32]:
+    """The library's frequencies with ``scale`` in them, as the device envelope takes them."""
+    with np.errstate(over="ignore"):
+        scaled: NDArray[np.float32] = library_frequencies(key) * _library.f32(key.scale)
+    return scaled
+
+
+def _positions(key: TimestepKey, positions: NDArray[np.int64]) -> tuple[Values, Values]:
+    """The rows' real timesteps, and the timesteps the library receives (infinite past the
+    narrow dtype)."""
+    return _real(key, positions), hop(key, positions).astype(np.float64)
+
+
+_TIMESTEPS: Final = (
+    "The timesteps cast to {} (times time_factor in it, as the preset does) before the "
+    "embedding{}, the key's arithmetic."
+)
+AUDIT: Final[Audit[TimestepKey]] = Audit(
+    exact=replacing(rounding="exact", dtype="float64"),
+    library=replacing(rounding="library", dtype="float32"),
+    width=lambda key: 2 * key.half,
+    entries=entries,
+    exact_at=exact_at,
+    angles=Angles(
+        pairs=lambda key: key.half,
+        exact=lambda key: frequencies(key)[0],
+        library=_scaled_frequencies,
+        turned=_turned,
+        attention=lambda key: 1.0,
+        # CUDA's expf: 2 ulp; the CPU's: 1; the scale's product after the angle's: 1
+        ulps=lambda key: 4.0,
+        received=_positions,
+        device="What a GPU's math library may produce (an estimate): an envelope from the "
+        "documented ulp bounds of CUDA's expf and the product's rounding (4 ulp of each "
+        "frequency), sinf and cosf (2 ulp), at the timesteps the model receives; its errors "
+        "are the envelope's, the largest a device may give.",
+    ),
+    paths=("library", "bf16-table", "fp16-table", "device"),
+    own=(
+        AuditPath(
+            "library",
+            "The preset's own arithmetic (diffusers' float32, Wan's float64), the key's "
+            "timesteps as the model receives them: the service's rounding=library table.",
+            lambda key, positions: entries(key, take(key, positions)),
+        ),
+        AuditPath(
+            "float32-timesteps",
+            _TIMESTEPS.format("float32", " (integers exact to 2^24)"),
+            _along(timestep_dtype="float32"),
+        ),
+        AuditPath(
+            "bf16-timesteps",
+            _TIMESTEPS.format("bfloat16", ": integers past 256 rounded (FLUX's sampler)"),
+            _along(timestep_dtype="bfloat16"),
+        ),
+        AuditPath(
+            "fp16-timesteps",
+            _TIMESTEPS.format("float16", ": integers past 2048 rounded, past 65504 infinite"),
+            _along(timestep_dtype="float16"),
+        ),
+        AuditPath(
+            "float32-angles",
+            "diffusers' float32 arithmetic (get_timestep_embedding), the key's timesteps.",
+            _along(arithmetic="float32"),
+        ),
+        AuditPath(
+            "float64-angles",
+            "Wan's upstream float64 arithmetic (sinusoidal_embedding_1d), rounded to float32 "
+            "at the end, the key's timesteps.",
+            _along(arithmetic="float64"),
+        ),
+    ),
+)
+FAMILY: Final = register(
+    Family("timestep", TimestepKey, fill, take, bound, audit=AUDIT, presets=PRESETS)
+)

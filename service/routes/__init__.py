@@ -15,6 +15,7 @@ from service.routes import (
     pictures,
     rope_nd,
     rotary,
+    sincos,
     sinusoidal,
     temperature,
     timestep,
@@ -30,6 +31,8 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     alibi.BIAS,
     temperature.TABLE,
     timestep.TABLE,
+    sincos.TABLE_2D,
+    sincos.TABLE_3D,
     rope_nd.TABLE,
 )
 ROUTERS: list[APIRouter] = [

@@ -8,10 +8,10 @@ from typing import Annotated, Final
 from fastapi import APIRouter, Query, Request, Response
 
 from service import handlers
-from service.encodings import sinusoidal
+from service.encodings import registry, sinusoidal
 from service.encodings.additive import Additive
 from service.encodings.catalogue import PRESETS
-from service.schemas.presets import PresetsDocument, document
+from service.schemas.presets import PresetsDocument, document, listed
 from service.schemas.sinusoidal import ApplyHttpQuery, TableDocument, TableQuery
 from service.web import declared, openapi
 from service.web.deps import RuntimeDep
@@ -73,4 +73,10 @@ async def apply(
 async def get_presets(response: Response) -> PresetsDocument:
     """The presets: each library's table, the function it follows, its parameters."""
     response.headers["cache-control"] = "public, max-age=3600"
-    return PresetsDocument(presets=[document(preset) for preset in PRESETS.values()])
+    return PresetsDocument(
+        presets=[document(preset) for preset in PRESETS.values()],
+        families={
+            family: [listed(preset) for preset in presets.values()]
+            for family, presets in registry.listed().items()
+        },
+    )

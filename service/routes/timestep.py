@@ -1,5 +1,5 @@
 """Diffusion timestep embeddings: the table of integer timesteps, and rows at any posted
-real timesteps (σ·1000, or σ for the presets whose models take it)."""
+real timesteps (the scheduler's: σ·1000 for the flow-matching models)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ TABLE: Final = declared.Declared(
     answer="The embeddings: (rows, dim).",
     shape="rows,dim",
     width_name="dim",
+    audit=True,
     from_document=declared.FromDocument(
         read=read_config,
         fields=timestep_query,

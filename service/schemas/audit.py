@@ -4,9 +4,11 @@ audit: the paths, the bands, JSON or PNG."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 
 from service.errors import InvalidParameter
 from service.schemas.common import Aliased
@@ -27,9 +29,7 @@ class AuditFields(Aliased):
     paths: str | None = Field(
         None,
         max_length=512,
-        description="The computation paths, comma-separated (default every one that applies): "
-        "library, bf16-table, fp16-table, float32-positions, bf16-positions, fp16-positions; "
-        "rotary: bf16-frequencies, tf32-angles, device.",
+        description="The computation paths, comma-separated (default every one that applies)",
     )
     bands: str | None = Field(
         None,
@@ -42,14 +42,20 @@ class AuditFields(Aliased):
     )
 
 
-def audit_query(table: type[BaseModel], name: str) -> type[AuditFields]:
+def audit_query(table: type[BaseModel], name: str, paths: Sequence[str]) -> type[AuditFields]:
     """``table``'s parameters but :data:`DROPPED`, and their other names, with
-    :class:`AuditFields`."""
+    :class:`AuditFields` (``paths``: the family's, named in their description)."""
     fields: dict[str, Any] = {
         field: (info.annotation, info)
         for field, info in table.model_fields.items()
         if field not in DROPPED
     }
+    chosen = AuditFields.model_fields["paths"]
+    description = f"{chosen.description}: {', '.join(paths)}."
+    fields["paths"] = (
+        chosen.annotation,
+        FieldInfo.merge_field_infos(chosen, description=description),
+    )
     query = create_model(name, __base__=AuditFields, **fields)
     aliases = getattr(table, "ALIASES", {})
     query.ALIASES = {alias: field for alias, field in aliases.items() if field in fields}

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from service.encodings import parameters, presets
 from service.encodings.catalogue import PARAMETERS, PRESETS, taking
-from service.encodings.registry import DType, Rounding
+from service.encodings.registry import DType, Listed, Rounding
 from service.encodings.sinusoidal import SinusoidalKey, preset_key
 from service.schemas.vectors import Vector, vectors
 
@@ -159,10 +159,58 @@ class PresetDocument(BaseModel):
     )
 
 
+class FamilySource(BaseModel):
+    """The code a family's preset follows, at a version."""
+
+    repository: str
+    version: str = Field(description="A release, or the commit of an unpackaged repository.")
+    path: str
+    function: str
+
+
+class FamilyPreset(BaseModel):
+    """One preset of a family other than sinusoidal: what it is, the code it follows, the
+    parameters it fixes and those a client may still give."""
+
+    name: str
+    summary: str
+    follows: list[FamilySource]
+    fixes: dict[str, float | int | bool | str | list[int] | None] = Field(
+        description="The parameters it sets (others keep the family's defaults)."
+    )
+    takes: list[str] = Field(description="The parameters a client may give with it.")
+    library_rounding: str = Field(description="What rounding=library computes in.")
+    rows: str = Field(description="What each row of its table is.")
+
+
 class PresetsDocument(BaseModel):
-    """Every preset."""
+    """Every preset: the sinusoidal family's, and each other family's by its name."""
 
     presets: list[PresetDocument]
+    families: dict[str, list[FamilyPreset]] = Field(
+        description="The presets of the other families (preset= of their GET), by family."
+    )
+
+
+def listed(preset: Listed) -> FamilyPreset:
+    """What ``GET /v1/presets`` says of another family's ``preset``."""
+    return FamilyPreset(
+        name=preset.name,
+        summary=preset.description,
+        follows=[
+            FamilySource(
+                repository=source.repository,
+                version=source.version,
+                path=source.path,
+                function=source.function,
+            )
+            for source in preset.sources
+        ],
+        fixes=dict(preset.settings),
+        takes=list(preset.takes),
+        library_rounding=_ROUNDING.get(preset.arithmetic, preset.arithmetic),
+        rows=preset.rows,
+    )
 
 
 _ODD: Final = {

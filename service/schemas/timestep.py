@@ -42,7 +42,8 @@ class TimestepQuery(Window):
     preset: PresetName = Field(
         "diffusers",
         description="diffusers (get_timestep_embedding's defaults, every parameter may be "
-        "given), unet, guided-diffusion, ddpm, flux, flux-diffusers, wan, qwen-image.",
+        f"given), {', '.join(name for name in PRESETS if name != 'diffusers')}; "
+        "GET /v1/presets lists them (families.timestep) with the code each follows.",
     )
     flip_sin_to_cos: bool | None = Field(None, description=f"[cos | sin] if true. {_FIXED}")
     downscale_freq_shift: float | None = Field(
@@ -253,7 +254,7 @@ CLASSES: Final[Mapping[str, DiffusersClass]] = {
         "models/transformers/transformer_qwenimage.py: Timesteps(256, True, 0, scale=1000)",
     ),
     "AuraFlowTransformer2DModel": DiffusersClass(
-        "qwen-image",
+        "auraflow",
         _constant(256),
         "models/transformers/auraflow_transformer_2d.py: Timesteps(256, True, 0, scale=1000)",
     ),

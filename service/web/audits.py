@@ -40,12 +40,21 @@ FORMATS: Final[tuple[AuditFormat, ...]] = ("json", "png")
 REFERENCE: Final = "the exact table (rounding=exact) in float64"
 
 
+def path_names(declared: Declared[Any, Any]) -> list[str]:
+    """The paths of ``declared``'s audit (every one its record may give)."""
+    record = declared.family.audit
+    assert record is not None  # checked as its routes are made
+    return report.names_of(record)
+
+
 def route(routes: APIRouter, declared: Declared[Any, Any]) -> None:
     """``GET /v1/audit/{name}`` on ``routes``, and its from-config where declared."""
     name = declared.family.name
     if declared.from_document is not None:
         from_document(routes, declared, declared.from_document)
-    query_model = audit_query(declared.query, f"{name.title().replace('-', '')}AuditQuery")
+    query_model = audit_query(
+        declared.query, f"{name.title().replace('-', '')}AuditQuery", path_names(declared)
+    )
 
     async def get(query: Any, request: Request, runtime: Runtime) -> Response:
         # what the client gave: a default the table's query leaves out (a preset's base)
@@ -87,16 +96,19 @@ async def answer(
         table = declared.query.model_validate(given)
         key = await declared.key_of(runtime, table)
     # positions 0 .. max_len-1, or as far as the family's entries reach
-    max_len = audit_paths.extent(key, int(table.max_len))
+    max_len = audit_paths.extent(key, declared.block(table, key).max_len)
     limits = runtime.limits
     limits.last_position(max_len - 1 + registry.shift(key), "the last position audited")
+    width = audit_paths.width(key)
+    if not width:  # a timestep table of width 1 is one zero column: nothing to measure
+        with located(asked):
+            raise InvalidParameter(declared.width_name, "gives a table with no entry to audit")
     paths = chosen(query.paths, report.names(key))
     cuts = edges(query.bands, max_len)
     # what the audit will evaluate, counted without building a position: nothing is
     # computed before the limits, the 304, the lane and the permit are decided
     cost = report.cost(key, max_len, paths, cuts)
     # each path's entries and the exact ones, at every position of its plan
-    width = audit_paths.width(key)
     limits.rows(cost.positions * (len(paths) + 1), width, "positions audited × paths × width")
     described = {
         field: value
@@ -135,7 +147,9 @@ async def answer(
 def from_document(routes: APIRouter, declared: Declared[Any, Any], spec: FromDocument) -> None:
     """``POST /v1/audit/{name}/from-config``: the audit of the table a config makes."""
     name = declared.family.name
-    query_model = audit_query(spec.query, f"{name.title().replace('-', '')}AuditFromConfig")
+    query_model = audit_query(
+        spec.query, f"{name.title().replace('-', '')}AuditFromConfig", path_names(declared)
+    )
 
     async def post(query: Any, request: Request, runtime: Runtime) -> Response:
         asked = query.model_dump(exclude_none=True, exclude=set(AuditFields.model_fields))

@@ -266,10 +266,14 @@ async def _spec(
         with in_table(name, table.parameters, True):
             # the range compared is the table's length where neither says one
             parameters = spec.parameters(read, parameters, under={"max_len": stop})
-    parameters.setdefault("max_len", stop)
+    if "max_len" in declared.query.model_fields:  # not a grid's, whose rows its grid says
+        parameters.setdefault("max_len", stop)
     query = await runtime.compute(len(parameters), _query, declared, name, table, parameters)
     with in_table(name, table.parameters, table.config is not None):
         key: Key = await declared.key_of(runtime, query)
+    rows = declared.block(query, key).max_len
+    if stop > rows:
+        raise InvalidInput("stop", f"is past the {rows} rows of {name}'s table")
     given = query.model_dump(exclude_unset=True)
     if given.get("max_len") == stop:
         del given["max_len"]  # the range compared says it

@@ -85,6 +85,20 @@ _INFER: Final = Example(
 )
 # Swagger UI sends an operation's example as it stands: without one it makes a body from
 # the schema ({} or "string"), which every POST refused (422)
+# FLUX.1-dev's transformer config.json (diffusers)
+_FLUX_1_DEV: Final[dict[str, Any]] = {
+    "_class_name": "FluxTransformer2DModel",
+    "attention_head_dim": 128,
+    "axes_dims_rope": [16, 56, 56],
+    "guidance_embeds": True,
+    "in_channels": 64,
+    "joint_attention_dim": 4096,
+    "num_attention_heads": 24,
+    "num_layers": 19,
+    "num_single_layers": 38,
+    "patch_size": 1,
+    "pooled_projection_dim": 768,
+}
 EXAMPLES: Final = {
     "getRotaryTableFromConfig": Example(
         {"llama-3.1": ("Llama 3.1 8B's config.json", _LLAMA_31)}, {"max_len": 16}
@@ -103,25 +117,22 @@ EXAMPLES: Final = {
         {"max_len": 4096, "head_dim": 128},
     ),
     "getTimestepTableFromConfig": Example(
+        {"flux.1-dev": ("FLUX.1-dev's transformer config.json", _FLUX_1_DEV)},
+        {"max_len": 1000, "start": 990},
+    ),
+    "auditTimestepFromConfig": Example(
+        {"flux.1-dev": ("FLUX.1-dev's transformer config.json", _FLUX_1_DEV)},
+        {"max_len": 1001},
+    ),
+    "getTimestepEmbeddingAt": Example(
         {
-            "flux.1-dev": (
-                "FLUX.1-dev's transformer config.json",
-                {
-                    "_class_name": "FluxTransformer2DModel",
-                    "attention_head_dim": 128,
-                    "axes_dims_rope": [16, 56, 56],
-                    "guidance_embeds": True,
-                    "in_channels": 64,
-                    "joint_attention_dim": 4096,
-                    "num_attention_heads": 24,
-                    "num_layers": 19,
-                    "num_single_layers": 38,
-                    "patch_size": 1,
-                    "pooled_projection_dim": 768,
-                },
+            "flux": (
+                "FLUX.1's sampler at σ 0.75 and 0.9 (timesteps 750 and 900: the model "
+                "embeds 752 and 900)",
+                {"position_ids": [750, 900]},
             )
         },
-        {"max_len": 1000, "start": 990},
+        {"max_len": 1, "dim": 256, "preset": "flux"},
     ),
     "getRopeNdTableFromConfig": Example(
         {
@@ -146,14 +157,40 @@ EXAMPLES: Final = {
         },
         {"grid": "1,1", "preset": "flux"},
     ),
-    "getTimestepEmbeddingAt": Example(
+    "getSincos2DTableFromConfig": Example(
         {
-            "flux": (
-                "FLUX.1's sampler at σ 0.75 and 0.9 (the model embeds 752 and 900)",
-                {"position_ids": [0.75, 0.9]},
+            "sd3.5-medium": (
+                "Stable Diffusion 3.5 Medium's transformer config.json (a 1024 × 1024 picture)",
+                {
+                    "_class_name": "SD3Transformer2DModel",
+                    "attention_head_dim": 64,
+                    "num_attention_heads": 24,
+                    "num_layers": 24,
+                    "patch_size": 2,
+                    "pos_embed_max_size": 384,
+                    "sample_size": 128,
+                },
             )
         },
-        {"max_len": 1, "dim": 256, "preset": "flux"},
+        {"height": 1024, "width": 1024, "stop": 4},
+    ),
+    "getSincos3DTableFromConfig": Example(
+        {
+            "cogvideox-2b": (
+                "CogVideoX-2b's transformer config.json (49 frames of 480 × 720)",
+                {
+                    "_class_name": "CogVideoXTransformer3DModel",
+                    "attention_head_dim": 64,
+                    "num_attention_heads": 30,
+                    "sample_frames": 49,
+                    "sample_height": 60,
+                    "sample_width": 90,
+                    "spatial_interpolation_scale": 1.875,
+                    "use_rotary_positional_embeddings": False,
+                },
+            )
+        },
+        {"start": 226, "stop": 230},
     ),
     "getMropePositions": Example(
         {
@@ -219,13 +256,28 @@ EXAMPLES: Final = {
 }
 
 
+def example_of(operation_id: str) -> Example | None:
+    """The example of an operation: its own, or for a family's audit from a config, the
+    family's from-config example without its rows (the audit of the same table)."""
+    own = EXAMPLES.get(operation_id)
+    audit = operation_id.startswith("audit") and operation_id.endswith("FromConfig")
+    if own is not None or not audit:
+        return own
+    family = operation_id.removeprefix("audit").removesuffix("FromConfig")
+    table = EXAMPLES.get(f"get{family}TableFromConfig")
+    if table is None:
+        return None
+    rows = ("start", "stop")
+    return Example(table.bodies, {k: v for k, v in table.parameters.items() if k not in rows})
+
+
 def with_examples(document: dict[str, Any]) -> dict[str, Any]:
     """``document`` (the app's OpenAPI) with :data:`EXAMPLES` written in, by operation id:
     each JSON body's ``examples``, and each parameter's ``example``. What it writes into is
     copied first: FastAPI may share an ``openapi_extra`` between operations."""
     for operations in document.get("paths", {}).values():
         for operation in operations.values():
-            example = EXAMPLES.get(operation.get("operationId", ""))
+            example = example_of(operation.get("operationId", ""))
             if example is None:
                 continue
             body = operation["requestBody"] = dict(operation["requestBody"])

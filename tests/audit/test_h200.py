@@ -1,7 +1,8 @@
 """The audit's paths against tables a real GPU made (``../shared/reference/cuda``: an H200,
 torch 2.11, transformers 5.17): the ``bf16-table`` path is the GPU's bfloat16 table bit for
 bit wherever the GPU's inverse frequencies are the CPU's, and every entry the GPU computed
-in float32 lies inside the ``device`` envelope (the margin measured here is in the docs)."""
+in float32 lies inside the ``device`` envelope (the margin measured here is in the docs):
+transformers' rotary tables and diffusers' timestep embeddings."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 from service.audit import envelope, paths
+from service.encodings import timestep
 from service.encodings.rotary import RotaryKey
+from service.encodings.timestep import TimestepKey
 from service.schemas.mrope import RopeQuery
 from tests.support import ROOT
 
@@ -79,3 +82,27 @@ def test_position_casts() -> None:
     assert fp16[4] == 65504
     assert np.isinf(fp16[5])  # past float16's largest: infinite
     assert paths.cast(positions, "float32")[-1] == 1 << 24
+
+
+# diffusers' timestep embeddings on the GPU: dim, flip_sin_to_cos, downscale_freq_shift, and
+# the envelope's margin over them, measured (integer timesteps 0 .. 999)
+TIMESTEPS: Final = {
+    "t320_flip1_shift0": (320, True, 0.0, 0.91),
+    "t256_flip0_shift1": (256, False, 1.0, 0.50),
+}
+
+
+@pytest.mark.parametrize("case", list(TIMESTEPS))
+def test_every_gpu_timestep_entry_is_inside_the_device_envelope(case: str) -> None:
+    dim, flip, shift, margin = TIMESTEPS[case]
+    key = TimestepKey(dim, flip_sin_to_cos=flip, downscale_freq_shift=shift)
+    with np.load(CUDA / "diffusers.npz", allow_pickle=False) as tables:
+        assert tables["timesteps"][:1000].tolist() == list(range(1000))
+        gpu, cpu = tables[f"cuda_{case}"][:1000], tables[f"cpu_{case}"][:1000]
+    positions = np.arange(1000, dtype=np.int64)
+    assert (gpu != cpu).mean() > 0.35  # CUDA's expf and the CPU's round otherwise
+    exact = paths.exact(key, positions)
+    bound, _ = envelope.bounds(key, positions)
+    ratio = np.abs(timestep.entries(key, gpu.astype(np.float64)) - exact) / np.tile(bound, 2)
+    assert ratio.max() <= margin
+    assert ratio.max() > margin - 0.02

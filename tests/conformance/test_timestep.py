@@ -58,7 +58,7 @@ FIGURES: Final[dict[str, dict[str, Any]]] = {}
 # (preset, dim): the diffusers presets' common widths, an odd one, the narrowest
 CALLED: Final = [
     (preset, dim)
-    for preset in ("diffusers", "unet", "guided-diffusion", "ddpm", "qwen-image")
+    for preset in ("diffusers", "unet", "guided-diffusion", "ddpm")
     for dim in (320, 256, 255, 1)
 ]
 
@@ -139,8 +139,6 @@ def torch_functions(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def timesteps_of(preset: str) -> NDArray[np.float64]:
-    if preset == "qwen-image":
-        return np.arange(1000, dtype=np.float64) / 999
     return np.arange(1000, dtype=np.float64)
 
 
@@ -175,12 +173,7 @@ def test_library_is_diffusers_function_and_module(
         np.testing.assert_array_equal(
             module(torch.tensor(t, dtype=torch.float32)).numpy(), reference
         )
-    query = f"dim={dim}&preset={preset}"
-    ours = (
-        served(service, f"max_len=1000&{query}")
-        if preset != "qwen-image"
-        else at(service, query, t)
-    )
+    ours = served(service, f"max_len=1000&dim={dim}&preset={preset}")
     measure(f"{preset}/{dim}", ours, reference)
     # where the entries part: torch's exp one ulp off moves every angle of its frequency
     half = dim // 2
@@ -239,8 +232,9 @@ def test_flux_sampler_s_timesteps_and_embeddings(service: httpx.Client) -> None:
     sigmas = sampler_sigmas()
     received, embedding = flux_reference(sigmas)
     key = timestep.preset_key(256, "flux", {}, "library", "float32")
-    np.testing.assert_array_equal(timestep.received(key, sigmas), received.float().numpy())
-    ours = at(service, "dim=256&preset=flux", sigmas)
+    # rows are the scheduler's timesteps, σ·1000: the sampler's σ is t / 1000
+    np.testing.assert_array_equal(timestep.received(key, sigmas * 1000), received.float().numpy())
+    ours = at(service, "dim=256&preset=flux", sigmas * 1000)
     # the reference returns bfloat16 (embedding.to(t)): ours rounded so, equal where the
     # float32 functions agree
     narrowed = timestep.narrowed(ours, "bfloat16")
@@ -259,8 +253,7 @@ def test_flux_diffusers_pipeline_s_three_roundings(service: httpx.Client) -> Non
     embeddings = lib("diffusers.models.embeddings")
     sigmas = sampler_sigmas()
     t = torch.tensor(sigmas * 1000, dtype=torch.float32)  # the scheduler's timesteps
-    passed = t.to(torch.bfloat16) / 1000  # pipeline_flux.py: timestep / 1000
-    received = passed.to(torch.bfloat16) * 1000  # transformer_flux.py
+    received = flux_pipeline(t)
     key = timestep.preset_key(256, "flux-diffusers", {}, "library", "float32")
     np.testing.assert_array_equal(
         timestep.received(key, t.double().numpy()), received.float().numpy()
@@ -276,6 +269,73 @@ def test_flux_diffusers_pipeline_s_three_roundings(service: httpx.Client) -> Non
         "timesteps_apart": int((sampler != received).sum()),
         "largest_apart": float((sampler.float() - received.float()).abs().max()),
     }
+
+
+def qwen_image_pipeline(t: Any) -> Any:
+    """pipeline_qwenimage.py: ``t.expand(...).to(latents.dtype)``, then ``timestep / 1000``
+    (bfloat16), ``timestep.to(hidden_states.dtype)`` in the transformer."""
+    torch = lib("torch")
+    return (t.to(torch.bfloat16) / 1000).to(torch.bfloat16)
+
+
+def auraflow_pipeline(t: Any) -> Any:
+    """pipeline_aura_flow.py: ``torch.tensor([t / 1000])`` (float32), then
+    ``.to(latents.dtype)``."""
+    torch = lib("torch")
+    return (t / 1000).to(torch.bfloat16)
+
+
+def flux_pipeline(t: Any) -> Any:
+    """pipeline_flux.py's ``.to(bfloat16)`` and ``/ 1000``; transformer_flux.py's ``* 1000``."""
+    torch = lib("torch")
+    return (t.to(torch.bfloat16) / 1000).to(torch.bfloat16) * 1000
+
+
+# the pipelines that change the scheduler's timesteps before the transformer's embedding
+PIPELINES: Final = {
+    "flux-diffusers": flux_pipeline,
+    "qwen-image": qwen_image_pipeline,
+    "auraflow": auraflow_pipeline,
+}
+
+
+@pytest.mark.parametrize(
+    ("preset", "module"),
+    [
+        pytest.param(
+            "qwen-image", "transformer_qwenimage.QwenTimestepProjEmbeddings", id="qwen-image"
+        ),
+        pytest.param(
+            "auraflow", "auraflow_transformer_2d.AuraFlowTransformer2DModel", id="auraflow"
+        ),
+    ],
+)
+def test_pipelines_that_pass_t_over_1000(service: httpx.Client, preset: str, module: str) -> None:
+    """Qwen-Image divides t by 1000 in bfloat16, AuraFlow in float32 before casting; both
+    embed σ with Timesteps(256, True, 0, scale=1000)."""
+    torch = lib("torch")
+    embeddings = lib("diffusers.models.embeddings")
+    t = torch.arange(1000, dtype=torch.float32)
+    passed = PIPELINES[preset](t)
+    key = timestep.preset_key(256, preset, {}, "library", "float32")
+    np.testing.assert_array_equal(
+        timestep.received(key, t.double().numpy()), passed.float().numpy()
+    )
+    file, name = module.split(".")
+    found = vars(lib(f"diffusers.models.transformers.{file}"))[name]
+    assert found is not None
+    with torch.no_grad():
+        reference = embeddings.Timesteps(256, True, 0, scale=1000)(passed).numpy()
+    measure(
+        f"{preset}/256",
+        served(service, f"max_len=1000&dim=256&preset={preset}"),
+        reference,
+        scale=1000,
+    )
+    others = {"qwen-image": "auraflow", "auraflow": "qwen-image"}
+    FIGURES[f"{preset}/256"]["timesteps_apart_from_" + others[preset]] = int(
+        (passed != PIPELINES[others[preset]](t)).sum()
+    )
 
 
 def wan_embedding(dim: int, position: Any) -> Any:
@@ -487,8 +547,8 @@ def test_from_config_is_the_class_s_timesteps(service: httpx.Client, name: str) 
             document["scale"],
         )
     t = torch.arange(1000, dtype=torch.float32)
-    if document["preset"] == "flux-diffusers":  # the pipeline's roundings first
-        t = (t.to(torch.bfloat16) / 1000).to(torch.bfloat16) * 1000
+    if document["preset"] in PIPELINES:  # the pipeline's roundings first
+        t = PIPELINES[document["preset"]](t)
     with torch.no_grad():
         reference = modules[0](t).numpy()
     ours = np.array(document["data"], dtype=np.float32)

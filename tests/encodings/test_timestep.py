@@ -10,7 +10,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from service.encodings import registry
+from service.encodings import registry, timestep
 from service.encodings.timestep import PRESETS, TimestepKey, at, preset_key, received
 from service.errors import InvalidParameter
 
@@ -88,8 +88,9 @@ def test_rows_in_pieces_and_at_positions_are_the_same_bits() -> None:
 
 
 def test_scale_is_applied_after_the_product() -> None:
-    """Qwen-Image's ``scale * (t * f)``: not ``(scale * t) * f`` in float32."""
-    key = preset_key(256, "qwen-image", {}, "library", "float32")
+    """Qwen-Image's and AuraFlow's ``scale * (t * f)``: not ``(scale * t) * f`` in float32."""
+    given = {"flip_sin_to_cos": True, "downscale_freq_shift": 0.0, "scale": 1000.0}
+    key = preset_key(256, "diffusers", given, "library", "float32")
     t = np.linspace(0, 1, 257)[1:]
     frequencies = np.exp(
         (np.float32(-math.log(10000)) * np.arange(128, dtype=np.float32) / np.float32(128)).astype(
@@ -112,14 +113,14 @@ def test_scale_is_applied_after_the_product() -> None:
     ],
 )
 def test_flux_hop_in_bfloat16(sigma: float, received_value: float) -> None:
-    """FLUX's sampler: bf16(σ) then bf16(1000·σ); diffusers' pipeline from σ·1000: three
-    roundings, the same here."""
+    """FLUX's sampler: σ = t / 1000, bf16(σ), then bf16(1000·σ); diffusers' pipeline from
+    σ·1000: three roundings, the same here."""
     flux = preset_key(256, "flux", {}, "library", "float32")
     pipeline = preset_key(256, "flux-diffusers", {}, "library", "float32")
-    assert received(flux, np.array([sigma]))[0] == received_value
+    assert received(flux, np.array([sigma * 1000]))[0] == received_value
     plain = TimestepKey(256, True, 0.0)
     np.testing.assert_array_equal(
-        at(flux, np.array([sigma])), at(plain, np.array([received_value]))
+        at(flux, np.array([sigma * 1000])), at(plain, np.array([received_value]))
     )
     assert received(pipeline, np.array([sigma * 1000]))[0] == received_value
 
@@ -129,9 +130,28 @@ def test_flux_paths_part_for_some_sigmas() -> None:
     flux = preset_key(256, "flux", {}, "library", "float32")
     pipeline = preset_key(256, "flux-diffusers", {}, "library", "float32")
     sigmas = np.arange(1, 2001) / 2000
-    apart = received(flux, sigmas) != received(pipeline, sigmas * 1000)
+    apart = received(flux, sigmas * 1000) != received(pipeline, sigmas * 1000)
     assert 0.05 < apart.mean() < 0.5
-    assert np.abs(received(flux, sigmas) - received(pipeline, sigmas * 1000)).max() <= 8
+    assert np.abs(received(flux, sigmas * 1000) - received(pipeline, sigmas * 1000)).max() <= 8
+
+
+def test_qwen_image_and_auraflow_divide_otherwise() -> None:
+    """Qwen-Image: σ = bf16(bf16(t) / 1000); AuraFlow: σ = bf16(f32(t) / 1000). (Qwen-Image's
+    own get_timestep_embedding, which casts its frequencies to the timesteps' dtype, is
+    never called: its Timesteps module is diffusers'.)"""
+    t = np.array([999.0, 257.0, 1.0])
+    qwen = preset_key(256, "qwen-image", {}, "library", "float32")
+    aura = preset_key(256, "auraflow", {}, "library", "float32")
+    bf16 = TimestepKey(4, timestep_dtype="bfloat16")
+    narrow = received(bf16, received(bf16, t) / np.float32(1000))
+    np.testing.assert_array_equal(received(qwen, t), narrow)
+    np.testing.assert_array_equal(received(aura, t), received(bf16, t.astype(np.float32) / 1000))
+    assert (received(qwen, t) != received(aura, t)).any()  # 257: 256 in bfloat16 first
+    frequencies = timestep.library_frequencies(qwen)
+    angles = np.float32(1000) * (received(qwen, t)[:, None] * frequencies[None, :])
+    np.testing.assert_array_equal(
+        at(qwen, t)[:, 128:], np.sin(angles.astype(np.float64)).astype(np.float32)
+    )
 
 
 def test_timestep_dtypes_round_as_torch_casts() -> None:

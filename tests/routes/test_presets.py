@@ -12,6 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
+from service.encodings import registry, timestep
 from service.encodings.catalogue import PRESETS
 from service.schemas.presets import PresetName
 from tests.support import APPLY, HEATMAP, TABLE, assert_problem, load, npy_bytes
@@ -167,3 +168,18 @@ def test_the_heatmap_draws_a_presets_table(api: httpx.Client) -> None:
     assert paper.content != fairseq.content
     assert paper.headers["etag"] != fairseq.headers["etag"]
     assert_problem(api.get(f"{HEATMAP}?max_len=64&d_model=32&preset=fairseq&layout=split"), 422)
+
+
+def test_the_other_families_presets_are_listed_by_family(api: httpx.Client) -> None:
+    """Every family that has presets is listed under its name, each preset with the code it
+    follows at a version, what it fixes and what a client may still give."""
+    families = api.get("/v1/presets").json()["families"]
+    assert set(families) == set(registry.listed())
+    listed = {preset["name"]: preset for preset in families["timestep"]}
+    assert list(listed) == list(timestep.PRESETS)
+    for name, preset in listed.items():
+        assert preset["follows"], name
+        assert all(source["version"] for source in preset["follows"]), name
+    assert listed["flux"]["fixes"]["timestep_dtype"] == "bfloat16"
+    assert listed["wan"]["library_rounding"].startswith("float64")
+    assert listed["diffusers"]["takes"] == list(timestep.PARAMETERS)

@@ -67,7 +67,7 @@ def test_an_etag_and_head(http: httpx.Client) -> None:
 
 @pytest.mark.parametrize("body", ["json", "npy"])
 def test_positions_take_real_timesteps(http: httpx.Client, body: str) -> None:
-    sigmas = np.array([0.75, 0.9, 0.0125])
+    sigmas = np.array([0.75, 0.9, 0.0125]) * 1000
     url = f"{POSITIONS}?max_len=1&dim=256&preset=flux&format=npy"
     if body == "json":
         answer = http.post(url, json={"position_ids": sigmas.tolist()})
@@ -224,3 +224,30 @@ def test_from_config_lists_the_classes_it_reads(http: httpx.Client) -> None:
     problem = assert_problem(http.post(f"{FROM_CONFIG}?max_len=4", json={"_class_name": "X"}), 422)
     assert "FluxTransformer2DModel" in problem["detail"]
     assert "UNet2DConditionModel" in problem["detail"]
+
+
+def test_the_audit_shows_the_bfloat16_hop(http: httpx.Client) -> None:
+    answer = http.get("/v1/audit/timestep?max_len=1000&dim=320&preset=unet")
+    assert answer.status_code == 200, answer.text
+    found = {path["name"]: path for path in answer.json()["paths"]}
+    assert found["bf16-timesteps"]["first_over"]["1e-3"] == 257
+    assert found["library"]["first_over"]["1e-3"] is None
+    assert found["device"]["first_over"]["1e-3"] is None
+
+
+def test_a_width_with_no_entry_has_no_audit(http: httpx.Client) -> None:
+    assert_problem(http.get("/v1/audit/timestep?max_len=10&dim=1"), 422, "dim")
+
+
+def test_flux_s_sampler_and_diffusers_pipeline_compared_in_one_request(
+    http: httpx.Client,
+) -> None:
+    """Rows are the scheduler's timesteps in both: the sampler's σ = t / 1000 rounds once
+    less than the pipeline, and they part from 257 on (256 holds every integer)."""
+    a, b = (
+        {"family": "timestep", "parameters": {"dim": 256, "max_len": 1001, "preset": preset}}
+        for preset in ("flux", "flux-diffusers")
+    )
+    answer = http.post("/v1/compare", json={"a": a, "b": b, "start": 0, "stop": 1001})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["first_over"]["1e-3"] == 257

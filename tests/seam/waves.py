@@ -1,11 +1,13 @@
 """A family the precision audit serves: row p holds ``sin(p / 2^k)``, the library's in
 float32 arithmetic, the exact one in float64, rounded once; its audit record
-(:class:`service.encodings.registry.Audit`) adds a path of its own."""
+(:class:`service.encodings.registry.Audit`) adds a path of its own, and its one preset is
+listed by ``GET /v1/presets``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,6 +21,7 @@ from service.encodings.registry import (
     Family,
     Rounding,
     Rows,
+    Source,
     Values,
     replacing,
 )
@@ -62,6 +65,17 @@ AUDIT = Audit(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class WavePreset:
+    name: str = "halving"
+    description: str = "Each column half the frequency of the one before."
+    sources: tuple[Source, ...] = (Source("example/waves", "1.0", "waves.py", "wave"),)
+    settings: Mapping[str, Any] = field(default_factory=lambda: {"width": 4})
+    takes: tuple[str, ...] = ()
+    arithmetic: str = "float32"
+    rows: str = "row p is position p"
+
+
 class WaveQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -77,7 +91,7 @@ class WaveQuery(BaseModel):
 
 
 TABLE = Declared(
-    family=Family("waves", WaveKey, fill, take, audit=AUDIT),
+    family=Family("waves", WaveKey, fill, take, audit=AUDIT, presets={"halving": WavePreset()}),
     query=WaveQuery,
     key=WaveQuery.key,
     block=lambda query, key: Block(key, query.start, query.max_len, 0, key.width, query.max_len),

@@ -180,14 +180,18 @@ def test_a_family_whose_query_names_no_format_is_refused_when_declared() -> None
     assert sinusoidal.TABLE.formats == ("json", "npy", "raw", "safetensors")
 
 
-# what a person fills in for the required parameters of a GET that answers arrays
 JSON: Final = "application/json"
+# what a person fills in for the required parameters of a GET that answers arrays (dim 16:
+# the 3-D sin-cos tables take multiples of 16; frames, height and width: a patch grid's)
 _FILLED: Final[dict[str, int | str]] = {
     "max_len": 4,
     "d_model": 8,
     "head_dim": 8,
     "num_heads": 4,
-    "dim": 8,
+    "dim": 16,
+    "frames": 2,
+    "height": 3,
+    "width": 4,
     "grid": "2,2,2",
 }
 _COMMITTED: Final = json.loads((ROOT / "openapi" / "openapi.json").read_text())

@@ -29,8 +29,15 @@ describe("diffusion timestep embeddings", () => {
     assert.deepEqual(Array.from(at.data.subarray(0, 320)), last);
   });
 
+  test("the timestep presets, each with the code it follows", async () => {
+    const listed = await pe.presets("timestep");
+    const flux = listed.find((preset) => preset.name === "flux");
+    assert.equal(flux.follows[0].repository, "black-forest-labs/flux");
+    assert.deepEqual(await pe.presets("no-such-family"), []);
+  });
+
   test("FLUX's sampler at σ 0.75 and 0.9 embeds 752 and 900", async () => {
-    const flux = await pe.timestepPositions([0.75, 0.9], { dim: 256, preset: "flux" });
+    const flux = await pe.timestepPositions([750, 900], { dim: 256, preset: "flux" });
     const plain = await pe.timestepPositions([752, 900], {
       dim: 256,
       flipSinToCos: true,

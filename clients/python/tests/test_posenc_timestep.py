@@ -36,8 +36,8 @@ def test_diffusers_parameters_by_their_names(pe: Client) -> None:
 
 
 def test_flux_at_sigmas_embeds_the_bfloat16_timesteps(pe: Client) -> None:
-    """σ 0.75 and 0.9 reach FLUX's embedding as 752 and 900."""
-    got = pe.timestep_positions([0.75, 0.9], dim=256, preset="flux")
+    """σ 0.75 and 0.9 (timesteps 750 and 900) reach FLUX's embedding as 752 and 900."""
+    got = pe.timestep_positions([750, 900], dim=256, preset="flux")
     plain = pe.timestep_positions([752, 900], dim=256, flip_sin_to_cos=True, downscale_freq_shift=0)
     assert np.array_equal(got, plain)
     pipeline = pe.timestep_positions([750.0, 900.0], dim=256, preset="flux-diffusers")
@@ -71,3 +71,10 @@ def test_async_client(service_url: str, pe: Client) -> None:
             assert np.array_equal(await client.timestep_from_config(config, max_len=2), unet)
 
     anyio.run(main)
+
+
+def test_the_timestep_presets_with_their_sources(pe: Client) -> None:
+    listed = {preset["name"]: preset for preset in pe.presets("timestep")}
+    assert listed["flux"]["follows"][0]["repository"] == "black-forest-labs/flux"
+    assert pe.presets("no-such-family") == []
+    assert any(preset["name"] == "fairseq" for preset in pe.presets())

@@ -176,9 +176,10 @@ class AsyncClient(Models):
         given = parameters if max_len is None else {"max_len": max_len, **parameters}
         return await self._send(_wire.table(family, given))
 
-    async def presets(self) -> list[dict[str, Any]]:
-        """The sinusoidal presets, each with its source and formula (``GET /v1/presets``)."""
-        return await self._send(_wire.presets())
+    async def presets(self, family: str | None = None) -> list[dict[str, Any]]:
+        """A family's presets (the sinusoidal ones by default), each with the code it follows
+        (``GET /v1/presets``); none for a family without presets."""
+        return await self._send(_wire.presets(family))
 
     async def cache_stats(self) -> dict[str, Any]:
         """The service's cache statistics (``GET /v1/cache``)."""

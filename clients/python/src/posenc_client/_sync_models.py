@@ -172,8 +172,8 @@ class Models:
         dtype: DType | None = None,
         **parameters: Value,
     ) -> Array:
-        """The timestep embeddings of ``position_ids``, any finite timesteps ``(N,)`` (σ
-        for ``preset="flux"``, σ·1000 for ``"flux-diffusers"``), ``(N, dim)``; the
+        """The timestep embeddings of ``position_ids``, any finite timesteps ``(N,)`` (the
+        scheduler's: σ·1000 for the flow-matching models), ``(N, dim)``; the
         parameters as for :meth:`timestep`."""
         request = given(locals(), parameters)
         return self._send(_wire.timestep_positions(position_ids, request))
@@ -195,6 +195,88 @@ class Models:
         :meth:`from_config` takes it."""
         request = given(locals(), parameters)
         return self._send(_wire.timestep_from_config(read_config(config), request))
+
+    def sincos_2d(
+        self,
+        height: int,
+        width: int,
+        dim: int,
+        *,
+        preset: str | None = None,
+        extra_tokens: int | None = None,
+        base_size: int | None = None,
+        interpolation_scale: float | None = None,
+        pos_embed_max_size: int | None = None,
+        temperature: float | None = None,
+        interleave_sin_cos: bool | None = None,
+        reverse_coord: bool | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """The 2-D sin-cos table of a ``height × width`` patch grid, ``(extra_tokens +
+        height·width, dim)``, a row a token (row-major): a ``preset`` (``mae``, the default;
+        ``diffusers``, ``sd3``, ``timm``) and the parameters it takes."""
+        return self._send(_wire.sincos("2d", given(locals(), parameters)))
+
+    def sincos_3d(
+        self,
+        frames: int,
+        height: int,
+        width: int,
+        dim: int,
+        *,
+        preset: str | None = None,
+        spatial_interpolation_scale: float | None = None,
+        temporal_interpolation_scale: float | None = None,
+        text_tokens: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """The 3-D sin-cos table of a ``frames × height × width`` patch grid, ``(text_tokens
+        + frames·height·width, dim)`` (diffusers' ``get_3d_sincos_pos_embed``; ``preset=
+        "cogvideox"``: CogVideoX-2b's)."""
+        return self._send(_wire.sincos("3d", given(locals(), parameters)))
+
+    def sincos_2d_from_config(
+        self,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
+        *,
+        height: int | None = None,
+        width: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """A diffusers model's 2-D sin-cos table from its ``config.json`` (SD3, PixArt,
+        DiT, Latte) for a picture of ``height × width`` pixels (default the config's)."""
+        request = given(locals(), parameters)
+        return self._send(_wire.sincos_from_config("2d", read_config(config), request))
+
+    def sincos_3d_from_config(
+        self,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
+        *,
+        frames: int | None = None,
+        height: int | None = None,
+        width: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """CogVideoX's 3-D sin-cos table from its ``config.json`` for a video of ``frames``
+        frames of ``height × width`` pixels (default the config's)."""
+        request = given(locals(), parameters)
+        return self._send(_wire.sincos_from_config("3d", read_config(config), request))
 
     def rope_nd(
         self,

@@ -44,6 +44,7 @@ FROM_CONFIG: Final = ROTARY + "/from-config"
 POSITIONS: Final = ROTARY + "/positions"
 TEMPERATURE: Final = "/v1/encodings/temperature"
 TIMESTEP: Final = "/v1/encodings/timestep"
+SINCOS: Final = "/v1/encodings/sincos-"
 ROPE_ND: Final = "/v1/encodings/rope-nd"
 MROPE: Final = "/v1/positions/mrope"
 ALIBI: Final = "/v1/biases/alibi"
@@ -182,6 +183,19 @@ def timestep_from_config(config: Config, given: Mapping[str, Value]) -> Call[Arr
     return Call("POST", path, array_of, params, write_config(config), {"content-type": JSON})
 
 
+def sincos(axes: str, given: Mapping[str, Value]) -> Call[Array]:
+    """``GET /v1/encodings/sincos-2d`` (``axes`` "2d") or ``sincos-3d``."""
+    return Call("GET", SINCOS + axes, array_of, query({**given, "format": "npy"}))
+
+
+def sincos_from_config(axes: str, config: Config, given: Mapping[str, Value]) -> Call[Array]:
+    """``POST /v1/encodings/sincos-2d/from-config`` (or ``3d``) with a diffusers model's
+    ``config.json``."""
+    params = query({**given, "format": "npy"})
+    path = SINCOS + axes + "/from-config"
+    return Call("POST", path, array_of, params, write_config(config), {"content-type": JSON})
+
+
 def rope_nd(given: Mapping[str, Value]) -> Call[tuple[Array, Array]]:
     """``GET /v1/encodings/rope-nd`` as ``.npz``: ``(cos, sin)``."""
     return Call("GET", ROPE_ND, cos_sin_of, query({**given, "format": "npz"}))
@@ -301,9 +315,12 @@ def given(names: Mapping[str, Any], parameters: Mapping[str, Value]) -> dict[str
     return {**{k: v for k, v in names.items() if k not in skip}, **parameters}
 
 
-def presets() -> Call[list[dict[str, Any]]]:
+def presets(family: str | None = None) -> Call[list[dict[str, Any]]]:
     def decode(response: httpx.Response) -> list[dict[str, Any]]:
-        listed: list[dict[str, Any]] = document_of(response)["presets"]
+        document = document_of(response)
+        if family is None or family == "sinusoidal":
+            return list(document["presets"])
+        listed: list[dict[str, Any]] = document["families"].get(family, [])
         return listed
 
     return Call("GET", "/v1/presets", decode)
