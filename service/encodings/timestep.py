@@ -382,7 +382,7 @@ def preset_key(
     return TimestepKey(dim, **settings, preset=preset, rounding=rounding, dtype=dtype)
 
 
-def _narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.float32]:
+def narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.float32]:
     """float32 values rounded to ``dtype`` (to nearest, ties to even), as float32."""
     if dtype == "float16":
         with np.errstate(over="ignore"):
@@ -408,7 +408,7 @@ class Hops:
 
 def _cast(key: TimestepKey, values: NDArray[Any]) -> NDArray[np.float32]:
     """Values cast to the timesteps' dtype through float32, as torch converts."""
-    return _narrowed(np.asarray(values).astype(F32), key.timestep_dtype)
+    return narrowed(np.asarray(values).astype(F32), key.timestep_dtype)
 
 
 def _times_factor(key: TimestepKey, t: NDArray[np.float32]) -> NDArray[np.float32]:
