@@ -231,6 +231,50 @@ export interface SincosFromConfigParams extends Params {
   dtype?: DType;
 }
 
+/** A multi-axis RoPE table's parameters; a preset fixes a model's (only "diffusers" takes
+ * every one). */
+export interface RopeNdParams extends Params {
+  /** The latent grid in patches: [H, W] for images, [T, H, W] for video. */
+  grid: number[] | string;
+  preset?:
+    | "diffusers"
+    | "flux"
+    | "flux-bfl"
+    | "flux2"
+    | "hunyuan-video"
+    | "wan"
+    | "cogvideox"
+    | "cogvideox-1.5"
+    | "qwen-image";
+  /** cogvideox: the pipeline's base size in patches, [rows, columns] (30, 45). */
+  baseGrid?: number[] | string;
+  axesDim?: number[] | string;
+  headDim?: number;
+  theta?: number;
+  freqsDtype?: "float32" | "float64";
+  textTokens?: number;
+  idsDtype?: "float32" | "bfloat16" | "float16";
+  layout?: "interleaved" | "half";
+  start?: number;
+  stop?: number;
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
+/** What a diffusers transformer's config.json does not say: the image's size in pixels. */
+export interface RopeNdFromConfigParams extends Params {
+  height: number;
+  width: number;
+  frames?: number;
+  textTokens?: number;
+  idsDtype?: "float32" | "bfloat16" | "float16";
+  layout?: "interleaved" | "half";
+  start?: number;
+  stop?: number;
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
 /** What a Llama 4 config.json does not say. */
 export interface TemperatureFromConfigParams extends Params {
   /** Default: the config's max_position_embeddings. */
@@ -486,6 +530,23 @@ export class Client {
   sincos2dFromConfig(config: Config, params?: Omit<SincosFromConfigParams, "frames">): Promise<Tensor>;
   /** `POST /v1/encodings/sincos-3d/from-config`: CogVideoX's, from its config.json. */
   sincos3dFromConfig(config: Config, params?: SincosFromConfigParams): Promise<Tensor>;
+  /** `GET /v1/encodings/rope-nd`: multi-axis RoPE, `{cos, sin}` each `[tokens, headDim]`. */
+  ropeNd(params: RopeNdParams): Promise<CosSin>;
+  /** `POST /v1/encodings/rope-nd/positions`: at ids `[axes][L]`, `{cos, sin}`. */
+  ropeNdPositions(
+    ids: ArrayLike<ArrayLike<number>>,
+    params: Omit<RopeNdParams, "start" | "stop">,
+  ): Promise<CosSin>;
+  /** `POST /v1/encodings/rope-nd/apply`: `[B, heads, L, headDim]` rotated. */
+  ropeNdApply(
+    tensor: Tensor,
+    params: Omit<RopeNdParams, "start" | "stop" | "dtype"> & {
+      arithmetic?: "float32" | "float64";
+      body?: "raw" | "npy";
+    },
+  ): Promise<Tensor>;
+  /** `POST /v1/encodings/rope-nd/from-config`: a diffusers transformer's, from its config. */
+  ropeNdFromConfig(config: Config, params: RopeNdFromConfigParams): Promise<CosSin>;
   alibiSlopes(params: SlopesParams): Promise<Tensor>;
   alibiBias(params: BiasParams): Promise<Tensor>;
   apply(tensor: Tensor, params?: ApplyParams): Promise<Tensor>;

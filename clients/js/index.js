@@ -525,6 +525,36 @@ export class Client {
     return only(await this.tensor("POST", "/v1/encodings/sincos-3d/from-config", params, init));
   }
 
+  /** Multi-axis RoPE of a diffusion transformer `{cos, sin}`, each `[tokens, headDim]`:
+   * the latent `grid` in patches (`[H, W]`, `[T, H, W]`), the `textTokens` first, as a
+   * model's `preset` ("flux", "flux2", "hunyuan-video", "wan", ...) or diffusers'
+   * get_1d_rotary_pos_embed per axis (`axesDim`, `theta`, `freqsDtype`) computes them. */
+  async ropeNd(params) {
+    return cosSin(await this.encoding("rope-nd", params));
+  }
+
+  /** `{cos, sin}` at `ids` of every axis (`[axes][L]`, any finite numbers), `[L, headDim]`
+   * each; `params` as `ropeNd` takes them (`grid`: any of the preset's shape). */
+  async ropeNdPositions(ids, params) {
+    const body = JSON.stringify({ position_ids: idsOf(ids) });
+    const init = { body, headers: { "content-type": "application/json" } };
+    return cosSin(await this.tensor("POST", "/v1/encodings/rope-nd/positions", params, init));
+  }
+
+  /** Queries or keys `[B, heads, L, headDim]` rotated by the table of their L tokens, as
+   * diffusers' apply_rotary_emb (`arithmetic: "float64"`: Wan2.1's rope_apply). */
+  async ropeNdApply(tensor, params) {
+    return this.applyTo("/v1/encodings/rope-nd/apply", tensor, params);
+  }
+
+  /** A diffusers transformer's multi-axis RoPE `{cos, sin}` from its config.json (FLUX,
+   * FLUX.2, Qwen-Image, HunyuanVideo, Wan) over an image or video of `height` x `width`
+   * pixels (`frames`). */
+  async ropeNdFromConfig(config, params) {
+    const init = { body: configBody(config), headers: { "content-type": "application/json" } };
+    return cosSin(await this.tensor("POST", "/v1/encodings/rope-nd/from-config", params, init));
+  }
+
   /** The ALiBi slopes of `numHeads` heads. */
   async alibiSlopes(params) {
     return only(await this.tensor("GET", "/v1/biases/alibi/slopes", params));

@@ -382,7 +382,7 @@ def preset_key(
     return TimestepKey(dim, **settings, preset=preset, rounding=rounding, dtype=dtype)
 
 
-def _narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.float32]:
+def narrowed(values: NDArray[np.float32], dtype: TimestepDType) -> NDArray[np.float32]:
     """float32 values rounded to ``dtype`` (to nearest, ties to even), as float32."""
     if dtype == "float16":
         with np.errstate(over="ignore"):
@@ -408,7 +408,7 @@ class Hops:
 
 def _cast(key: TimestepKey, values: NDArray[Any]) -> NDArray[np.float32]:
     """Values cast to the timesteps' dtype through float32, as torch converts."""
-    return _narrowed(np.asarray(values).astype(F32), key.timestep_dtype)
+    return narrowed(np.asarray(values).astype(F32), key.timestep_dtype)
 
 
 def _times_factor(key: TimestepKey, t: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -512,48 +512,93 @@ def frequencies(key: TimestepKey) -> tuple[Values, Values]:
 
 
 def _exact_sincos(key: TimestepKey, t: NDArray[np.floating]) -> tuple[Rows, Rows]:
-    """sin and cos of ``scale * t * f_i`` from double-double frequencies."""
+    """sin and cos of ``scale * t * f_i`` from double-double frequencies (angles within
+    :func:`_within`'s reach)."""
     w_hi, w_lo = frequencies(key)
-    positions = t.astype(np.float64)
-    largest = float(np.abs(positions).max(initial=0.0)) * float(np.abs(w_hi).max(initial=0.0))
-    if largest > _LARGEST_ANGLE:
+    return _exact.sincos(t.astype(np.float64), w_hi, w_lo)
+
+
+def _fastest(key: TimestepKey) -> float:
+    """The largest frequency's magnitude, ``|scale| max_period^(-i / (half - shift))`` at
+    ``i = 0`` (1), or at ``i = half - 1`` where the shift passes ``half``."""
+    if key.half < 2 or key.half - key.downscale_freq_shift > 0:
+        return abs(key.scale)
+    exponent = -(key.half - 1) / (key.half - key.downscale_freq_shift)
+    return abs(key.scale) * math.exp(math.log(key.max_period) * exponent)
+
+
+def _within(key: TimestepKey, t: NDArray[np.floating]) -> NDArray[np.bool_]:
+    """The timesteps whose exact angles are exact (double-double): up to 2^31 radians."""
+    within: NDArray[np.bool_] = np.abs(t.astype(np.float64)) * _fastest(key) <= _LARGEST_ANGLE
+    return within
+
+
+def _refuse_exact(key: TimestepKey, t: NDArray[np.floating]) -> None:
+    if not _within(key, t).all():
+        largest = float(np.abs(t).max()) * _fastest(key)
         raise InvalidParameter(
             "rounding",
             f"exact angles are computed up to 2^31 radians, and these reach {largest:.4g}: "
             "ask for rounding=library, or smaller timesteps or scale",
             also=("scale",),
         )
-    return _exact.sincos(positions, w_hi, w_lo)
 
 
 def at(key: TimestepKey, timesteps: NDArray[Any]) -> Rows:
-    """The embeddings of ``timesteps`` (any finite numbers, ``(N,)``), one row each."""
+    """The embeddings of ``timesteps`` (any finite numbers, ``(N,)``), one row each; a
+    timestep the key cannot take is refused (:class:`InvalidParameter`)."""
     arithmetic = "exact" if key.rounding == "exact" else PRESETS[key.preset].arithmetic
     return along(key, timesteps, arithmetic)
 
 
-def along(key: TimestepKey, timesteps: NDArray[Any], arithmetic: Arithmetic | Rounding) -> Rows:
+def along(
+    key: TimestepKey,
+    timesteps: NDArray[Any],
+    arithmetic: Arithmetic | Rounding,
+    strict: bool = True,
+) -> Rows:
     """The embeddings of ``timesteps`` as ``key`` receives them, computed in ``arithmetic``
-    (a library's float32 or float64, or ``exact``): the table's, or an audit's path."""
+    (a library's float32 or float64, or ``exact``): the table's, or an audit's path. Not
+    ``strict``, a timestep the key cannot take (past the narrow dtype, or an exact angle
+    past 2^31) gets a row of zeros: a page of the table kept past its last row, which no
+    table serves (:func:`reach` refuses a table whose last timestep the key cannot take,
+    and the timesteps reach further as they grow)."""
     out = np.zeros((len(timesteps), key.dim), dtype=key.dtype)
     half = key.half
     if not half:
         return out
-    t = received(key, timesteps)
+    t = received(key, timesteps) if strict else hop(key, timesteps)
+    if strict and arithmetic == "exact":
+        _refuse_exact(key, t)
+    kept = np.isfinite(t)
+    if arithmetic == "exact":
+        kept &= _within(key, np.where(kept, t, 0))
+    taken = np.flatnonzero(kept)
     rows = max(1, _CHUNK_ELEMENTS // half)
     compute = {"exact": _exact_sincos, "float64": _library64, "float32": _library32}[arithmetic]
     first_half, second_half = out[:, :half], out[:, half : 2 * half]
     sines, cosines = (second_half, first_half) if key.flip_sin_to_cos else (first_half, second_half)
-    for first in range(0, len(t), rows):
-        s, c = compute(key, t[first : first + rows])
-        sines[first : first + rows] = s
-        cosines[first : first + rows] = c
+    for first in range(0, len(taken), rows):
+        chunk = taken[first : first + rows]
+        s, c = compute(key, t[chunk])
+        sines[chunk] = s
+        cosines[chunk] = c
     return out
 
 
+def reach(key: TimestepKey, max_len: int) -> None:
+    """Refuse a table of ``max_len`` rows whose last timestep ``key`` cannot take (its
+    narrow dtype's range, or an exact angle past 2^31): every row before it can."""
+    last = received(key, np.array([max_len - 1], dtype=np.float64))
+    if key.rounding == "exact":
+        _refuse_exact(key, last)
+
+
 def take(key: TimestepKey, positions: NDArray[np.int64]) -> Rows:
-    """The rows of the integer timesteps ``positions``."""
-    return at(key, positions)
+    """The rows of the integer timesteps ``positions`` (zeros where the key cannot take
+    them: past the last row of any table served, :func:`reach`)."""
+    arithmetic = "exact" if key.rounding == "exact" else PRESETS[key.preset].arithmetic
+    return along(key, positions, arithmetic, strict=False)
 
 
 def fill(key: TimestepKey, start: int, out: Sequence[Rows]) -> None:
@@ -587,7 +632,9 @@ def exact_at(key: TimestepKey, positions: NDArray[np.int64]) -> Values:
     ``1000 σ``), never cast to a narrow dtype, each pair's cos then sin."""
     if not key.half:
         return np.zeros((len(positions), 0))
-    s, c = _exact_sincos(key, _real(key, positions))
+    real = _real(key, positions)
+    _refuse_exact(key, real)
+    s, c = _exact_sincos(key, real)
     return np.concatenate([c, s], axis=1)
 
 

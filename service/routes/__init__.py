@@ -13,6 +13,7 @@ from service.routes import (
     mrope,
     ops,
     pictures,
+    rope_nd,
     rotary,
     sincos,
     sinusoidal,
@@ -32,11 +33,13 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     timestep.TABLE,
     sincos.TABLE_2D,
     sincos.TABLE_3D,
+    rope_nd.TABLE,
 )
 ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),
     sinusoidal.router,
     rotary.router,
+    rope_nd.router,
     mrope.router,
     pictures.router,
     ops.router,

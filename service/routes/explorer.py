@@ -1,8 +1,8 @@
-"""The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi; one
-for the audit and compare views) that draws tables in the browser from the raw endpoints, and
-audits and comparisons from their JSON answers. Nothing is fetched from another host. The
-page carries the service's ``PE_MAX_ELEMENTS``, so that the curl commands it offers are
-ones the service answers."""
+"""The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi,
+diffusion timesteps; one for the audit and compare views) that draws tables in the browser
+from the raw endpoints, and audits and comparisons from their JSON answers. Nothing is
+fetched from another host. The page carries the service's ``PE_MAX_ELEMENTS``, so that the
+curl commands it offers are ones the service answers."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ _ASSETS: Final = {
     "explorer.js": "text/javascript; charset=utf-8",
     "rope.js": "text/javascript; charset=utf-8",
     "alibi.js": "text/javascript; charset=utf-8",
+    "timestep.js": "text/javascript; charset=utf-8",
     "audit.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
 }

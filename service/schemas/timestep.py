@@ -13,7 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.codecs.types import TableFormat
 from service.encodings.registry import DType, Rounding
-from service.encodings.timestep import PARAMETERS, PRESETS, TimestepDType, TimestepKey, preset_key
+from service.encodings.timestep import (
+    PARAMETERS,
+    PRESETS,
+    TimestepDType,
+    TimestepKey,
+    preset_key,
+    reach,
+)
 from service.errors import InvalidInput
 from service.schemas import hf_config
 from service.schemas.common import Read, Window
@@ -88,8 +95,11 @@ class TimestepQuery(Window):
     )
 
     def key(self) -> TimestepKey:
+        """The table's key, refused where it cannot take the table's last timestep."""
         given = {name: getattr(self, name) for name in PARAMETERS}
-        return preset_key(self.dim, self.preset, given, self.rounding, self.dtype)
+        key = preset_key(self.dim, self.preset, given, self.rounding, self.dtype)
+        reach(key, self.max_len)
+        return key
 
     def describe(self, key: TimestepKey) -> dict[str, Any]:
         """The JSON answer's fields before ``data``: the parameters as resolved."""

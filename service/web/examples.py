@@ -134,6 +134,29 @@ EXAMPLES: Final = {
         },
         {"max_len": 1, "dim": 256, "preset": "flux"},
     ),
+    "getRopeNdTableFromConfig": Example(
+        {
+            "flux.1-dev": (
+                "FLUX.1-dev's transformer config.json, the fields its RoPE reads",
+                {
+                    "_class_name": "FluxTransformer2DModel",
+                    "attention_head_dim": 128,
+                    "axes_dims_rope": [16, 56, 56],
+                    "patch_size": 1,
+                },
+            )
+        },
+        {"height": 256, "width": 256, "text_tokens": 4, "stop": 8},
+    ),
+    "getRopeNdAtIds": Example(
+        {
+            "flux": (
+                "FLUX.1's ids (axes, L) of a text token and two image tokens",
+                {"position_ids": [[0, 0, 0], [0, 0, 5], [0, 1, 7]]},
+            )
+        },
+        {"grid": "1,1", "preset": "flux"},
+    ),
     "getSincos2DTableFromConfig": Example(
         {
             "sd3.5-medium": (
@@ -218,6 +241,15 @@ EXAMPLES: Final = {
             )
         },
         {},
+    ),
+    "applyRopeNd": Example(
+        {
+            "batch": (
+                "A head's four tokens (a 2x2 grid) of 8 numbers, axes 4 and 4",
+                {"embeddings": _EMBEDDINGS},
+            )
+        },
+        {"grid": "2,2", "axes_dim": "4,4"},
     ),
     "inferModel": _INFER,
     "inferModelVersion": _INFER,

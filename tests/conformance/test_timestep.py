@@ -230,7 +230,7 @@ def test_flux_sampler_s_timesteps_and_embeddings(service: httpx.Client) -> None:
     ours = at(service, "dim=256&preset=flux", sigmas * 1000)
     # the reference returns bfloat16 (embedding.to(t)): ours rounded so, equal where the
     # float32 functions agree
-    narrowed = timestep._narrowed(ours, "bfloat16")
+    narrowed = timestep.narrowed(ours, "bfloat16")
     share = float((narrowed == embedding.float().numpy()).mean())
     FIGURES["flux/256 (bfloat16 answer)"] = {"entries": int(ours.size), "bit_for_bit": share}
     assert share > 0.99

@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 
 from service.audit import paths
-from service.encodings import alibi, registry, rotary, scalings
+from service.encodings import alibi, registry, rotary, scalings, timestep
 from service.encodings.catalogue import PRESETS
 from service.routes.explorer import FILES
 from tests.support import SMALL_LIMITS, assert_problem, load
 
 ROTARY = "/v1/encodings/rotary"
-SCRIPTS = ["explorer.js", "rope.js", "alibi.js", "audit.js"]
+TIMESTEP = "/v1/encodings/timestep"
+SCRIPTS = ["explorer.js", "rope.js", "alibi.js", "timestep.js", "audit.js"]
 
 
 def test_the_explorer_page_is_served_with_its_files(api: httpx.Client) -> None:
@@ -100,7 +101,7 @@ def _controls(api: httpx.Client) -> _Controls:
     return page
 
 
-VIEWS = ["sinusoidal", "rope", "alibi", "audit", "compare"]
+VIEWS = ["sinusoidal", "rope", "alibi", "timestep", "audit", "compare"]
 
 
 def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
@@ -120,7 +121,7 @@ def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
         assert f'id="{view}-problem" class="problem" role="alert" hidden' in text
         assert f'id="{view}-status"' in text
     # and says in a place of its own when it draws every step-th position (hidden until then)
-    for prefix in ("", "rope-", "alibi-"):
+    for prefix in ("", "rope-", "alibi-", "timestep-"):
         assert f'<p id="{prefix}sampling" class="sampling" hidden></p>' in text
 
 
@@ -152,6 +153,66 @@ def test_the_alibi_controls_offer_every_form(api: httpx.Client) -> None:
         assert page.controls[f"alibi-{name}"]["name"] == name
 
 
+def test_the_timestep_controls_offer_what_the_service_takes(api: httpx.Client) -> None:
+    """A control a parameter of the embedding (sent when the preset takes it, blank: the
+    preset's), the dtypes and roundings the service knows; the preset offered before the
+    script lists the service's is one of them."""
+    page = _controls(api)
+    box = api.get("/").text.split('id="timestep-parameters"')[1].split("</fieldset>")[0]
+    names = re.findall(r'<(?:input|select) id="timestep-([a-z_]+)" name="\1"', box)
+    assert names == list(timestep.PARAMETERS)
+    assert page.options["timestep-timestep_dtype"] == ["", *timestep.TIMESTEP_DTYPES]
+    assert page.options["timestep-flip_sin_to_cos"] == ["", "false", "true"]
+    assert page.options["timestep-rounding"] == list(registry.ROUNDINGS)
+    (offered,) = page.options["timestep-preset"]
+    listed = api.get("/v1/presets").json()["families"]["timestep"]
+    assert offered in [preset["name"] for preset in listed]
+    for preset in listed:  # what timestep.js reads of each
+        assert {"name", "summary", "follows", "fixes", "takes", "rows"} <= set(preset)
+        assert set(preset["takes"]) <= set(names)
+    for name in ("max_len", "dim"):
+        assert page.controls[f"timestep-{name}"]["name"] == name
+
+
+def _rows_at(api: httpx.Client, values: list[float], **query: str) -> np.ndarray[Any, Any]:
+    answer = api.post(
+        f"{TIMESTEP}/positions",
+        params={"max_len": "1000", "dim": "256", **query, "format": "raw"},
+        json={"position_ids": values},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-shape"] == f"{len(values)},256"
+    return load(answer)
+
+
+def test_the_received_timesteps_read_back_as_timestep_js_reads_them(api: httpx.Client) -> None:
+    """FLUX's sampler takes timesteps 900 and 750 as σ = t / 1000 in bfloat16, times 1000
+    in bfloat16: its embedding receives 900 and 752, and its rows are bitwise those of the
+    float32 path
+    (preset diffusers with FLUX's frequencies, time_factor 1, float32 timesteps) at them,
+    and at no neighbouring float32 timestep; the path's row at t = 1 holds each pair's
+    frequency as its angle, the slowest pair's angle then giving t (timestep.js's read)."""
+    path = {
+        "preset": "diffusers",
+        "flip_sin_to_cos": "true",
+        "downscale_freq_shift": "0.0",
+        "max_period": "10000.0",
+        "time_factor": "1",
+        "timestep_dtype": "float32",
+    }
+    flux = _rows_at(api, [900, 750], preset="flux")
+    assert np.array_equal(flux, _rows_at(api, [900, 752], **path))
+    near = [float(np.nextafter(np.float32(t), np.float32(d))) for t in (900, 752) for d in (0, 1e4)]
+    assert not any(
+        np.array_equal(row, flux[i // 2]) for i, row in enumerate(_rows_at(api, near, **path))
+    )
+    (unit,) = _rows_at(api, [1], **path).astype(np.float64)
+    frequencies = np.arctan2(unit[128:], unit[:128])  # [cos | sin]: sines second
+    slowest = int(np.argmin(frequencies))
+    angles = np.arctan2(flux[:, 128 + slowest], flux[:, slowest]).astype(np.float64)
+    np.testing.assert_allclose(angles / frequencies[slowest], [900, 752], rtol=1e-6)
+
+
 def test_the_views_ask_for_raw_answers_from_their_endpoints(api: httpx.Client) -> None:
     rope = api.get("/explorer/rope.js").text
     alibi = api.get("/explorer/alibi.js").text
@@ -162,6 +223,19 @@ def test_the_views_ask_for_raw_answers_from_their_endpoints(api: httpx.Client) -
         assert 'format: "raw"' in script
         assert '"json"' not in script  # binary answers only, as the sinusoidal view
         assert "window.explorer" in script  # the helpers of explorer.js, not copies
+    steps = api.get("/explorer/timestep.js").text
+    assert f'"{TIMESTEP}"' in steps
+    assert "`${TABLE}/positions`" in steps
+    assert 'format: "raw"' in steps
+    # JSON once: the embedding's parameters as resolved, from one row
+    assert re.findall(r"format: \"json\"", steps) == ['format: "json"']
+    assert 'start: 0, stop: 1, format: "json"' in steps
+    assert "E.familyPresets(VIEW," in steps  # the presets are the service's, as listed
+    assert ".families[family]" in api.get("/explorer/explorer.js").text
+    assert "window.explorer" in steps
+    # the heatmap and the lines are explorer.js's, as the sinusoidal view draws them
+    assert "E.drawGrid(" in steps
+    assert "E.drawColumns(" in steps
 
 
 def test_the_audit_and_compare_views_read_json_answers(api: httpx.Client) -> None:
@@ -186,9 +260,10 @@ def _audit_defaults(api: httpx.Client) -> tuple[list[str], str, dict[str, str]]:
 
 
 def test_the_audit_views_defaults_are_llama_31s(api: httpx.Client) -> None:
-    """The audit view offers rotary and sinusoidal (rotary: Llama 3.1's, shown first)."""
+    """The audit view offers rotary, sinusoidal and timestep (rotary: Llama 3.1's, shown
+    first)."""
     families, max_len, defaults = _audit_defaults(api)
-    assert families == ["rotary", "sinusoidal"]
+    assert families == ["rotary", "sinusoidal", "timestep"]
     assert max_len == "131072"
     shown = str(_controls(api).controls["audit-parameters"]["value"])
     assert shown == defaults["rotary"]
@@ -218,10 +293,12 @@ def test_the_service_takes_the_audit_views_defaults(api: httpx.Client) -> None:
         assert document["parameters"]["max_len"] == int(max_len)
         for path in document["paths"]:
             assert set(path["first_over"]) == {"1e-3", "1e-2", "1e-1"}
-            assert ("first_misdirected" in path) == (family == "rotary")  # "—" when absent
+            # the families whose entries are angles say where a path first misdirects one
+            assert ("first_misdirected" in path) == (family != "sinusoidal")  # else "—"
             assert all({"start", "stop", "max_error"} <= set(b) for b in path["bands"])
         first = {path["name"]: path["first_over"]["1e-3"] for path in document["paths"]}
-        assert first["bf16-positions"] == 257  # bfloat16 holds integers to 256
+        narrow = "bf16-timesteps" if family == "timestep" else "bf16-positions"
+        assert first[narrow] == 257  # bfloat16 holds integers to 256
 
 
 def test_the_compare_views_defaults_are_taken(api: httpx.Client) -> None:

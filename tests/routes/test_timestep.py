@@ -251,3 +251,23 @@ def test_flux_s_sampler_and_diffusers_pipeline_compared_in_one_request(
     answer = http.post("/v1/compare", json={"a": a, "b": b, "start": 0, "stop": 1001})
     assert answer.status_code == 200, answer.text
     assert answer.json()["first_over"]["1e-3"] == 257
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        pytest.param("timestep_dtype=float16&time_factor=1000", "time_factor", id="float16"),
+        pytest.param("scale=1e9&rounding=exact", "rounding", id="exact-angles"),
+    ],
+)
+def test_a_table_is_refused_by_its_last_timestep_not_by_its_page(
+    http: httpx.Client, query: str, name: str
+) -> None:
+    """The cache computes a page of rows past the table's last: a timestep the key cannot
+    take there is no reason to refuse the table (65 × 1000 fits float16, 66 × 1000 does not;
+    2 × 1e9 radians are within exact's 2^31, 3 × 1e9 are not)."""
+    short = "max_len=3" if "exact" in query else "max_len=66"
+    long = "max_len=4" if "exact" in query else "max_len=67"
+    served = http.get(f"{TABLE}?dim=9&{query}&{short}&format=npy")
+    assert np.isfinite(npy(served)).all()
+    assert_problem(http.get(f"{TABLE}?dim=9&{query}&{long}"), 422, name)

@@ -17,6 +17,7 @@ from service.schemas import (
     hf_rope,
     llama4,
     mrope_layout,
+    rope_nd,
     sincos,
     timestep,
 )
@@ -33,7 +34,7 @@ def declared(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_field_type_is_a_readers_declaration() -> None:
     """The types a config's fields are checked against are the union of the readers'."""
     union = {**hf_rope.FIELDS, **hf_layers.FIELDS, **llama4.FIELDS, **timestep.FIELDS}
-    union |= sincos.FIELDS
+    union |= {**sincos.FIELDS, **rope_nd.FIELDS}
     assert union == hf_config._TYPES
     assert hf_config._TYPES["no_rope_layers"] is NUMBERS
     assert hf_config._TYPES["num_hidden_layers"] is INTEGER

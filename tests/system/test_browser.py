@@ -370,6 +370,51 @@ def test_the_explorer_draws_the_rope_and_alibi_views(visit: Visit) -> None:
     assert visit.errors == []
 
 
+TIMESTEP: Final = "/v1/encodings/timestep"
+
+
+def test_the_timestep_view_draws_flux_and_what_its_embedding_receives(visit: Visit) -> None:
+    """The timestep view lists the service's presets, draws FLUX's table (raw) as a heatmap
+    and as lines, reads back that timesteps 750 and 900 reach the embedding as 752 and 900
+    (σ = t / 1000 in bfloat16, times 1000 in bfloat16), and links to the table's audit,
+    which the audit view draws."""
+    page = visit.page
+    page.goto(f"{visit.url}/?view=timestep&preset=flux&max_len=1000&dim=256&values=750,900")
+    page.wait_for_selector('#timestep-view[data-state="ready"]')
+    page.wait_for_selector('#timestep-received-view[data-state="ready"]')
+    listed = page.eval_on_selector_all("#timestep-preset option", "o => o.map(e => e.value)")
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
+        presets = http.get("/v1/presets").json()["families"]["timestep"]
+        assert listed == [preset["name"] for preset in presets]
+        table = load(http.get(TIMESTEP, params={"preset": "flux", "max_len": 1000, "dim": 256}))
+    flux = next(preset for preset in presets if preset["name"] == "flux")
+    assert flux["summary"] in (page.text_content("#timestep-summary") or "")
+    assert "time_factor=1000" in (page.text_content("#timestep-fixes") or "")
+    assert page.is_disabled("#timestep-time_factor")  # fixed by the preset
+    assert page.is_enabled("#timestep-timestep_dtype")  # the one it takes
+    assert all(
+        "format=raw" in u
+        for u in visit.requests
+        if urlsplit(u).path == TIMESTEP and "format=json" not in u
+    )
+    assert visit.distinct_colours("timestep-heatmap") > 200
+    assert visit.distinct_colours("timestep-lines") > 20
+    shown = visit.hover("timestep-heatmap", 0.6, 0.3)
+    assert np.float32(shown["value"]) == table[int(shown["position"]), int(shown["dimension"])]
+    received = page.eval_on_selector_all(
+        "#timestep-received tr", "rows => rows.map(r => [r.dataset.received, r.dataset.difference])"
+    )
+    assert received == [["752", "0"], ["900", "0"]]
+    assert "values=750%2C900" in page.url
+    assert "'http" in (page.text_content("#timestep-curl") or "")
+    page.click("#timestep-audit")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-family="timestep"]')
+    assert visit.dataset("#audit-view")["params"] == "preset=flux&dim=256&max_len=1000"
+    assert visit.distinct_colours("audit-plot") > 3
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
 @pytest.mark.parametrize(
     ("interleaved", "first"),
     [("false", [0, 0, 1, 1, 1, 2, 2, 2]), ("true", [0, 1, 2, 0, 1, 2, 0, 1])],
@@ -590,13 +635,21 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
 
 # each view with a table over PE_MAX_ELEMENTS = 100,000, its curl command's file, the rows
 # the limit allows of it, and the shape saved: sinusoidal 2048 × 512, RoPE 2048 × (64 cos, 64
-# sin), ALiBi 8 heads × 256 queries × 256 keys
+# sin), ALiBi 8 heads × 256 queries × 256 keys, timestep 1000 × 256
 _OVER: Final = [
     pytest.param("/?max_len=2048&d_model=512", "", "pe.npy", 195, (195, 512), id="sinusoidal"),
     pytest.param(
         "/?view=rope&max_len=2048&head_dim=64", "rope-", "rope.npz", 781, (781, 64), id="rope"
     ),
     pytest.param("/?view=alibi&max_len=256", "alibi-", "alibi.npy", 48, (8, 48, 256), id="alibi"),
+    pytest.param(
+        "/?view=timestep&max_len=1000&dim=256",
+        "timestep-",
+        "timestep.npy",
+        390,
+        (390, 256),
+        id="timestep",
+    ),
 ]
 
 
@@ -838,6 +891,17 @@ REFUSED: Final = [
             ("#alibi-num_heads", "0"),
         ),
         id="alibi",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=timestep&max_len=64&dim=16",
+            "#timestep-view",
+            "#timestep-controls",
+            ["timestep-heatmap", "timestep-lines"],
+            ["#timestep-legend", "#timestep-sampling", "#timestep-curl", "#timestep-received"],
+            ("#timestep-dim", "0"),
+        ),
+        id="timestep",
     ),
     pytest.param(
         Drawn(

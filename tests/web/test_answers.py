@@ -183,7 +183,7 @@ def test_a_family_whose_query_names_no_format_is_refused_when_declared() -> None
 JSON: Final = "application/json"
 # what a person fills in for the required parameters of a GET that answers arrays (dim 16:
 # the 3-D sin-cos tables take multiples of 16; frames, height and width: a patch grid's)
-_FILLED: Final = {
+_FILLED: Final[dict[str, int | str]] = {
     "max_len": 4,
     "d_model": 8,
     "head_dim": 8,
@@ -192,6 +192,7 @@ _FILLED: Final = {
     "frames": 2,
     "height": 3,
     "width": 4,
+    "grid": "2,2,2",
 }
 _COMMITTED: Final = json.loads((ROOT / "openapi" / "openapi.json").read_text())
 # every operation whose answer may be arrays or a picture of them (a wire format but JSON)

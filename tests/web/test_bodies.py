@@ -89,6 +89,8 @@ def _posts() -> list[Any]:
 _QUERIES = {
     "/v1/encodings/rotary/positions": "?max_len=4&head_dim=4",
     "/v1/encodings/timestep/positions": "?max_len=1&dim=4",
+    "/v1/encodings/rope-nd/positions": "?grid=1,1,1",
+    "/v1/encodings/rope-nd/apply": "?grid=1,1,1",
 }
 
 

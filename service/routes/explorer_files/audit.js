@@ -12,7 +12,8 @@
   const { $ } = E;
   const AUDIT = "/v1/audit";
   const COMPARE = "/v1/compare";
-  const FAMILIES = ["rotary", "sinusoidal"];
+  // the families the view audits: its select's, each with its defaults in data-{family}
+  const FAMILIES = [...$("audit-family").options].map((option) => option.value);
   const THRESHOLDS = ["1e-3", "1e-2", "1e-1"];
   const THRESHOLD = "#b2182b";
   const DRIFT = "#d95f02";

@@ -1,8 +1,9 @@
 // The explorer: fetches a table from the service's raw endpoint (little-endian float32 with
 // X-Shape) and draws it three ways on canvases. No libraries, no build step, no other host.
 // This script is the sinusoidal view and the switch between views; it lends its helpers to
-// the other views (rope.js, alibi.js, audit.js) as `window.explorer`, and starts once they
-// registered.
+// the other views (rope.js, alibi.js, timestep.js, audit.js) as `window.explorer`, and starts
+// once they registered. A table of sines and cosines is drawn by `drawGrid` (the heatmap) and
+// `drawColumns` (chosen columns as lines), whichever view fetched it.
 // A table too long to hold is drawn from every step-th position (`sampling`), each fetched
 // as a one-row slice, and the page says so. The curl commands a view offers keep within the
 // service's PE_MAX_ELEMENTS, which the page is served with (`curlCommand`). A refused request
@@ -167,6 +168,55 @@
       `numbers, is ${over}: this asks for rows ${n(start)} to ${n(start + fits - 1)}; change ` +
       "start and stop for the others";
     return { url: part.url, command: `${note}\n${part.command}` };
+  }
+
+  /** A family's preset menu (``#{prefix}-preset``) filled from ``families[family]`` of GET
+   *  /v1/presets, and, as a preset is chosen, each of ``controls`` (a parameter's, by its
+   *  name) enabled when the preset takes it, its blank showing what the preset fixes; and
+   *  the preset's notes: ``#{prefix}-summary``, ``-fixes``, ``-rows`` and ``-sources`` in
+   *  ``#{prefix}-preset-notes``. Resolves once the menu is filled (or, the presets not
+   *  listed, with every control enabled: the service names what it refuses). */
+  async function familyPresets(family, prefix, controls) {
+    const select = $(`${prefix}-preset`);
+    let presets = null;
+    function update() {
+      const preset = presets && presets[select.value];
+      for (const control of controls) {
+        const takes = !preset || preset.takes.includes(control.name);
+        control.disabled = !takes;
+        // blank: the preset's value (what it fixes, else the function's default)
+        const shown = preset && control.name in preset.fixes
+          ? String(preset.fixes[control.name]) : "default";
+        if (control.options) control.options[0].textContent = shown;
+        else control.placeholder = shown;
+      }
+      $(`${prefix}-preset-notes`).hidden = !preset;
+      if (!preset) return;
+      $(`${prefix}-summary`).textContent = preset.summary;
+      const fixes = Object.entries(preset.fixes).map(([name, value]) => `${name}=${value}`);
+      $(`${prefix}-fixes`).textContent = `fixes: ${fixes.join(", ") || "nothing"}; takes: ` +
+        `${preset.takes.join(", ") || "nothing"}; rounding=library: ${preset.library_rounding}`;
+      $(`${prefix}-rows`).textContent = `${preset.rows[0].toUpperCase()}${preset.rows.slice(1)}.`;
+      $(`${prefix}-sources`).textContent = preset.follows
+        .map((s) => `${s.repository} ${s.version}, ${s.path}: ${s.function}`).join("; ");
+    }
+    select.addEventListener("change", update);
+    try {
+      const response = await fetch("/v1/presets");
+      if (!response.ok) throw await problemOf(response);
+      const listed = (await response.json()).families[family];
+      presets = Object.fromEntries(listed.map((preset) => [preset.name, preset]));
+      const chosen = select.value;
+      select.replaceChildren(...listed.map((preset) => {
+        const option = new Option(preset.name, preset.name);
+        option.title = preset.summary;
+        return option;
+      }));
+      select.value = Object.hasOwn(presets, chosen) ? chosen : listed[0].name;
+    } catch (error) {
+      presets = null;
+    }
+    update();
   }
 
   /** The sinusoidal table's curl command (``curlCommand``). */
@@ -518,8 +568,15 @@
   }
 
   function drawHeatmap() {
-    const canvas = $("heatmap");
     const { rows, cols, table, step } = current;
+    drawGrid($("heatmap"), {
+      rows, cols, table, rowHigh: rows * step, rowLabel: "position", colLabel: "dimension",
+    });
+  }
+
+  /** A table of values in [-1, 1] as a heatmap, RdBu with its colour bar: ``rows`` rows of
+   *  ``cols`` down and across, row r at r / rows of ``rowHigh`` on the vertical axis. */
+  function drawGrid(canvas, { rows, cols, table, rowHigh, rowLabel, colLabel }) {
     const { ctx, plot, ratio } = surface(canvas, COLORBAR);
     const image = ctx.createImageData(plot.w, plot.h);
     const pixels = image.data;
@@ -539,8 +596,8 @@
     }
     ctx.putImageData(image, plot.x, plot.y);
     axes(ctx, plot, ratio,
-      { low: 0, high: cols, label: "dimension", at: (t) => (t / cols) * plot.w },
-      { low: 0, high: rows * step, label: "position", at: (t) => (t / (rows * step)) * plot.h });
+      { low: 0, high: cols, label: colLabel, at: (t) => (t / cols) * plot.w },
+      { low: 0, high: rowHigh, label: rowLabel, at: (t) => (t / rowHigh) * plot.h });
     colorbar(ctx, plot, ratio);
   }
 
@@ -561,10 +618,15 @@
   }
 
   function chosenDimensions() {
-    const { cols } = current;
+    return chosenColumns($("dims").value, current.cols);
+  }
+
+  /** The columns typed in ``text`` (at most as many as there are LINES), and the words that
+   *  are none of 0 .. ``cols``-1. */
+  function chosenColumns(text, cols) {
     const chosen = [];
     const outside = [];
-    for (const part of $("dims").value.split(/[\s,]+/).filter(Boolean)) {
+    for (const part of text.split(/[\s,]+/).filter(Boolean)) {
       const k = Number(part);
       if (Number.isInteger(k) && k >= 0 && k < cols) {
         if (!chosen.includes(k)) chosen.push(k);
@@ -611,25 +673,34 @@
   }
 
   function drawWaves() {
-    const canvas = $("waves");
     const { rows, cols, table, step } = current;
+    const canvas = $("waves");
+    drawColumns(canvas, $("legend"), {
+      rows, cols, table, x: (plot) => positionAxis(plot, rows, step), noun: "dimension",
+      ...chosenDimensions(),
+    });
+  }
+
+  /** The ``chosen`` columns of a table of values in [-1, 1] as lines over its ``rows``
+   *  (``x(plot)``: their axis, as positionAxis's), each named "``noun`` k" in ``legend``,
+   *  with the words typed that are no column (``outside``); ``canvas.dimensions`` keeps the
+   *  columns drawn, for hovering. */
+  function drawColumns(canvas, legend, { rows, cols, table, x, noun, chosen, outside }) {
     const { ctx, plot, ratio } = surface(canvas);
-    const { chosen, outside } = chosenDimensions();
     const yOf = (v) => plot.y + ((1 - v) / 2) * plot.h;
     ctx.lineWidth = 1.5 * ratio;
     chosen.forEach((k, i) => {
       ctx.strokeStyle = LINES[i];
       trace(ctx, plot, rows, (r) => table[r * cols + k], yOf);
     });
-    axes(ctx, plot, ratio, positionAxis(plot, rows, step), {
+    axes(ctx, plot, ratio, x(plot), {
       low: -1, high: 1, label: "value", at: (t) => ((1 - t) / 2) * plot.h,
     });
-    const legend = $("legend");
     legend.replaceChildren(...chosen.map((k, i) => {
       const item = document.createElement("span");
       const swatch = document.createElement("i");
       swatch.style.background = LINES[i];
-      item.append(swatch, `dimension ${k}`);
+      item.append(swatch, `${noun} ${k}`);
       return item;
     }));
     if (outside.length) {
@@ -882,8 +953,9 @@
   views.sinusoidal = { show: showSinusoidal };
   window.explorer = {
     $, shortest, niceTicks, tickText, logTicks, compact, colormap, problemOf, decode, surface,
-    axes, trace,
+    axes, trace, drawGrid, drawColumns, chosenColumns, positionAxis,
     show, hide, refuse, debounce, copyText, curlCommand, fetchRaw, fetchRows, sampling,
+    familyPresets,
     samplingNote, elementLimit, ordinal,
     LINES, MAX_ENTRIES, SAMPLES,
     /** Adds a view: ``view.show()`` draws it (fetching what it needs) and sets the address. */

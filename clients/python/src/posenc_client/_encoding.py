@@ -40,7 +40,7 @@ JSON: Final = "application/json"
 PNG: Final = "image/png"
 # parameters that are lists of integers (M-RoPE's pairs per axis, ``16,24,24``; an audit's
 # band edges, ``100,3000``)
-INTEGER_LISTS: Final = frozenset({"mrope_section", "bands"})
+INTEGER_LISTS: Final = frozenset({"mrope_section", "bands", "grid", "axes_dim"})
 
 
 class RotaryLayers(TypedDict):

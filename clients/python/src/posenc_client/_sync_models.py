@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from numpy.typing import ArrayLike
 
@@ -277,6 +277,96 @@ class Models:
         frames of ``height × width`` pixels (default the config's)."""
         request = given(locals(), parameters)
         return self._send(_wire.sincos_from_config("3d", read_config(config), request))
+
+    def rope_nd(
+        self,
+        grid: Sequence[int] | str,
+        *,
+        preset: str | None = None,
+        axes_dim: Sequence[int] | str | None = None,
+        head_dim: int | None = None,
+        theta: float | None = None,
+        freqs_dtype: Literal["float32", "float64"] | None = None,
+        text_tokens: int | None = None,
+        ids_dtype: TimestepDType | None = None,
+        layout: Literal["interleaved", "half"] | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> tuple[Array, Array]:
+        """Multi-axis RoPE of a diffusion transformer, ``(cos, sin)`` each ``(tokens,
+        head_dim)``: the latent ``grid`` in patches (``(H, W)``, ``(T, H, W)``), the text
+        tokens first, as a ``preset`` (``flux``, ``flux2``, ``hunyuan-video``, ``wan``, ...)
+        or diffusers' ``get_1d_rotary_pos_embed`` per axis computes them."""
+        request = given(locals(), parameters)
+        return self._send(_wire.rope_nd(request))
+
+    def rope_nd_positions(
+        self,
+        position_ids: ArrayLike,
+        *,
+        grid: Sequence[int] | str,
+        preset: str | None = None,
+        axes_dim: Sequence[int] | str | None = None,
+        theta: float | None = None,
+        freqs_dtype: Literal["float32", "float64"] | None = None,
+        ids_dtype: TimestepDType | None = None,
+        layout: Literal["interleaved", "half"] | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> tuple[Array, Array]:
+        """``(cos, sin)`` at ``position_ids`` ``(axes, L)``, every axis's (any finite numbers); the
+        parameters as for :meth:`rope_nd` (``grid``: any of the preset's shape)."""
+        request = given(locals(), parameters)
+        return self._send(_wire.rope_nd_positions(position_ids, request))
+
+    def rope_nd_apply(
+        self,
+        batch: ArrayLike,
+        *,
+        grid: Sequence[int] | str,
+        preset: str | None = None,
+        axes_dim: Sequence[int] | str | None = None,
+        head_dim: int | None = None,
+        theta: float | None = None,
+        freqs_dtype: Literal["float32", "float64"] | None = None,
+        text_tokens: int | None = None,
+        ids_dtype: TimestepDType | None = None,
+        layout: Literal["interleaved", "half"] | None = None,
+        rounding: Rounding | None = None,
+        arithmetic: Literal["float32", "float64"] | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """Queries or keys ``(B, heads, L, head_dim)`` rotated by the table of their ``L``
+        tokens, as diffusers' ``apply_rotary_emb`` (``arithmetic="float64"``: Wan2.1's
+        ``rope_apply``)."""
+        request = given(locals(), parameters)
+        return self._send(_wire.apply(_wire.ROPE_ND + "/apply", batch, None, request))
+
+    def rope_nd_from_config(
+        self,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes,
+        *,
+        height: int,
+        width: int,
+        frames: int | None = None,
+        text_tokens: int | None = None,
+        ids_dtype: TimestepDType | None = None,
+        layout: Literal["interleaved", "half"] | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> tuple[Array, Array]:
+        """A diffusers transformer's multi-axis RoPE ``(cos, sin)`` from its ``config.json``
+        (FLUX, FLUX.2, Qwen-Image, HunyuanVideo, Wan) over an image or video of ``height``
+        x ``width`` pixels (``frames``)."""
+        request = given(locals(), parameters)
+        return self._send(_wire.rope_nd_from_config(read_config(config), request))
 
     def audit(
         self,

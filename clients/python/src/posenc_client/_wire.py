@@ -45,6 +45,7 @@ POSITIONS: Final = ROTARY + "/positions"
 TEMPERATURE: Final = "/v1/encodings/temperature"
 TIMESTEP: Final = "/v1/encodings/timestep"
 SINCOS: Final = "/v1/encodings/sincos-"
+ROPE_ND: Final = "/v1/encodings/rope-nd"
 MROPE: Final = "/v1/positions/mrope"
 ALIBI: Final = "/v1/biases/alibi"
 AUDIT: Final = "/v1/audit"
@@ -193,6 +194,30 @@ def sincos_from_config(axes: str, config: Config, given: Mapping[str, Value]) ->
     params = query({**given, "format": "npy"})
     path = SINCOS + axes + "/from-config"
     return Call("POST", path, array_of, params, write_config(config), {"content-type": JSON})
+
+
+def rope_nd(given: Mapping[str, Value]) -> Call[tuple[Array, Array]]:
+    """``GET /v1/encodings/rope-nd`` as ``.npz``: ``(cos, sin)``."""
+    return Call("GET", ROPE_ND, cos_sin_of, query({**given, "format": "npz"}))
+
+
+def rope_nd_positions(ids: ArrayLike, given: Mapping[str, Value]) -> Call[tuple[Array, Array]]:
+    """``POST /v1/encodings/rope-nd/positions`` with the ids ``(axes, L)`` as an ``.npy``
+    (any finite numbers; integers as float64); the answer as ``.npz``."""
+    values = np.asarray(ids)
+    if values.dtype.kind in "iu":
+        values = values.astype(np.float64)
+    params = query({**given, "format": "npz"})
+    path = ROPE_ND + "/positions"
+    return Call("POST", path, cos_sin_of, params, write_npy(values), {"content-type": NPY})
+
+
+def rope_nd_from_config(config: Config, given: Mapping[str, Value]) -> Call[tuple[Array, Array]]:
+    """``POST /v1/encodings/rope-nd/from-config`` with a diffusers transformer's
+    ``config.json``; the answer as ``.npz``."""
+    params = query({**given, "format": "npz"})
+    path = ROPE_ND + "/from-config"
+    return Call("POST", path, cos_sin_of, params, write_config(config), {"content-type": JSON})
 
 
 def apply(
