@@ -30,6 +30,10 @@ from service.encodings.registry import Angles, Key
 
 _TRIG: Final = 2.0**-22  # sinf, cosf: 2 ulp of a result of at most 1
 _EPSILON: Final = 2.0**-23
+# float64 arithmetic (Angles.wide): sin and cos 2 ulp of a double, then the table's
+# float32 rounding (half an ulp of a result of at most 1)
+_WIDE_TRIG: Final = 2.0**-51 + 2.0**-25
+_WIDE_EPSILON: Final = 2.0**-52
 
 
 def _turning(key: Key) -> Angles[Key]:
@@ -44,9 +48,16 @@ def frequency_error(key: Key) -> NDArray[np.float64]:
     family's record gives, :attr:`Angles.ulps`)."""
     turning = _turning(key)
     exact = turning.exact(exact_key(key))
-    cpu = turning.library(library_key(key)).astype(np.float64)
-    error: NDArray[np.float64] = np.abs(cpu - exact) + turning.ulps(key) * _EPSILON * exact
+    # float64 frequencies are within the device's ulps of the exact ones, as the CPU's
+    cpu = exact if turning.wide(key) else turning.library(library_key(key)).astype(np.float64)
+    epsilon = _WIDE_EPSILON if turning.wide(key) else _EPSILON
+    error: NDArray[np.float64] = np.abs(cpu - exact) + turning.ulps(key) * epsilon * exact
     return error
+
+
+def _per_pair(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Positions ``(N,)`` as a column, or per pair ``(N, pairs)`` as they are."""
+    return values if values.ndim == 2 else values[:, None]
 
 
 def bounds(
@@ -60,13 +71,16 @@ def bounds(
         narrow = positions.astype(np.float32).astype(np.float64)
     else:
         wide, narrow = turning.received(key, positions)
-    angle = narrow[:, None] * exact[None, :]
-    ulp = np.spacing(np.abs(angle).astype(np.float32)).astype(np.float64)
+    wide, narrow = _per_pair(wide), _per_pair(narrow)
+    angle = np.abs(narrow * exact[None, :])
+    double = turning.wide(key)
+    ulp = np.spacing(angle) if double else np.spacing(angle.astype(np.float32))
     drift = (
-        narrow[:, None] * frequency_error(key)[None, :]
-        + np.abs(narrow - wide)[:, None] * exact[None, :]
-        + ulp / 2
+        np.abs(narrow) * frequency_error(key)[None, :]
+        + np.abs(narrow - wide) * exact[None, :]
+        + ulp.astype(np.float64) / 2
     )
     attention = turning.attention(key)
-    entry = attention * (np.minimum(drift, 2.0) + _TRIG) + attention * _EPSILON / 2
+    trig, epsilon = (_WIDE_TRIG, _WIDE_EPSILON) if double else (_TRIG, _EPSILON)
+    entry = attention * (np.minimum(drift, 2.0) + trig) + attention * epsilon / 2
     return np.minimum(entry, 2 * attention), drift

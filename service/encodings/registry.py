@@ -105,11 +105,14 @@ class Angles(Generic[K]):
     attention: Callable[[K], float]
     ulps: Callable[[K], float]
     # the positions as the formula takes them and as the library's arithmetic receives
-    # them (none: the positions, and their float32 cast); the envelope bounds the second's
-    # distance from the first
+    # them, (N,) or per pair (N, pairs) (none: the positions, and their float32 cast); the
+    # envelope bounds the second's distance from the first
     received: Callable[[K, NDArray[np.int64]], tuple[Values, Values]] | None = None
     # what the envelope assumes of the device (none: transformers' powf, sinf and cosf)
     device: str | None = None
+    # whether the library computes its angles, cos and sin in float64 (rounded to the
+    # table's dtype once), where the device's math library is double's
+    wide: Callable[[K], bool] = field(default=lambda key: False)
 
 
 def _as_float64(key: Any, rows: Rows) -> Values:

@@ -33,6 +33,7 @@ each rounded to float32), with correctly rounded pow, cos and sin where torch's 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,12 +47,18 @@ from service.encodings import _exact, _library
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
+    Angles,
+    Audit,
+    AuditPath,
     Bound,
     DType,
     Family,
     Rounding,
     Rows,
+    Source,
+    Values,
     register,
+    replacing,
 )
 from service.encodings.timestep import TIMESTEP_DTYPES, TimestepDType, narrowed
 from service.errors import InvalidParameter
@@ -75,16 +82,6 @@ _LARGEST_ID: Final[Mapping[TimestepDType, float]] = {
     "bfloat16": 3.3895313892515355e38,
     "float16": 65504.0,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Where a preset's arithmetic is written: repository, version, file and function."""
-
-    repository: str
-    version: str
-    path: str
-    function: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +111,21 @@ class Preset:
     centred: bool = False
     wide_ids: bool = False
     text_after_grid: bool = False
+
+    @property
+    def arithmetic(self) -> str:
+        """What ``rounding=library`` computes its frequencies and angles in."""
+        return str(self.settings.get("freqs_dtype", DEFAULTS["freqs_dtype"]))
+
+    @property
+    def rows(self) -> str:
+        """What row ``t`` of its table is."""
+        text = (
+            "its text tokens first, then "
+            if self.text_axis is not None or self.text_after_grid
+            else ""
+        )
+        return f"row t is the model's token t: {text}the grid's cells in the model's order"
 
     def grid_axes(self, axes: int) -> int:
         """The grid's axes for a model of ``axes`` axes."""
@@ -601,4 +613,132 @@ def bound(key: RopeNdKey) -> Bound:
     return Bound(1.0, ("theta",))
 
 
-FAMILY: Final = register(Family("rope-nd", RopeNdKey, fill, take, bound, arrays=("cos", "sin")))
+def entries(key: RopeNdKey, rows: Rows) -> Values:
+    """What an audit compares of a row: each pair's cos, then its sin (the other member of
+    a pair repeats them)."""
+    half = key.head_dim
+    first = slice(0, None, 2) if key.layout == "interleaved" else slice(0, half // 2)
+    return np.concatenate([rows[:, :half][:, first], rows[:, half:][:, first]], axis=1).astype(
+        np.float64
+    )
+
+
+def _pair_axes(key: RopeNdKey) -> NDArray[np.int64]:
+    """The axis each pair turns by."""
+    return np.repeat(np.arange(len(key.axes_dim)), [d // 2 for d in key.axes_dim])
+
+
+def _received(key: RopeNdKey, given: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The ids ``(axes, N)`` as the frequencies receive them: rounded to ``ids_dtype`` then
+    float32 (infinite past its range), or float64 (Wan's integers)."""
+    if PRESETS[key.preset].wide_ids:
+        return given
+    with np.errstate(over="ignore"):
+        return narrowed(given.astype(F32), key.ids_dtype).astype(np.float64)
+
+
+def _positions(key: RopeNdKey, rows: NDArray[np.int64]) -> tuple[Values, Values]:
+    """Per token and pair: the id as the exact table takes it (float32, or Wan's float64)
+    and as the library receives it (in ``ids_dtype``)."""
+    given = ids(key, rows)
+    exact = dataclasses.replace(key, ids_dtype="float32")
+    axes = _pair_axes(key)
+    return _received(exact, given)[axes].T, _received(key, given)[axes].T
+
+
+def _along(**changes: Any) -> Callable[[RopeNdKey, NDArray[np.int64]], Values]:
+    """An audit path: the library's table with ``changes`` (the frequencies' or the ids'
+    dtype), as float64 entries; NaN where the ids are past the dtype's range."""
+
+    def values(key: RopeNdKey, rows: NDArray[np.int64]) -> Values:
+        key = dataclasses.replace(key, **changes)
+        given = ids(key, rows)
+        finite = np.isfinite(_received(key, given)).all(axis=0)
+        out = np.full((len(rows), key.head_dim), np.nan)
+        if finite.any():
+            out[finite] = entries(key, at(key, given[:, finite]))
+        return out
+
+    return values
+
+
+def _exact_frequencies(key: RopeNdKey) -> Values:
+    return np.concatenate([_exact.inverse_powers(key.theta, d, d // 2)[0] for d in key.axes_dim])
+
+
+def _library_frequencies(key: RopeNdKey) -> NDArray[np.float32]:
+    """The library's frequencies, as float32 (float64's exact to a float32's rounding)."""
+    if key.freqs_dtype == "float64":
+        wide = [_frequencies64(key.theta, d) for d in key.axes_dim]
+        return np.concatenate(wide).astype(F32)
+    return np.concatenate([_frequencies32(key.theta, d) for d in key.axes_dim])
+
+
+def _turned(key: RopeNdKey, at_: NDArray[np.float32], inverse: NDArray[np.float32]) -> Values:
+    """float32 entries at one position per row with these frequencies (the shared paths
+    that cast positions are not a multi-axis table's: kept for the record's shape)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        s, c = _library.sincos(at_[:, None] * inverse[None, :])
+    return np.concatenate([c, s], axis=1).astype(np.float64)
+
+
+_ANGLES: Final = "The library's table with {} (the key's ids): {}."
+AUDIT: Final[Audit[RopeNdKey]] = Audit(
+    exact=replacing(rounding="exact", dtype="float64", ids_dtype="float32"),
+    library=replacing(rounding="library", dtype="float32"),
+    width=lambda key: key.head_dim,
+    entries=entries,
+    angles=Angles(
+        pairs=lambda key: key.head_dim // 2,
+        exact=_exact_frequencies,
+        library=_library_frequencies,
+        turned=_turned,
+        attention=lambda key: 1.0,
+        # CUDA's powf: 4 ulp (the CPU's: 1); pow in float64: the same in double's ulps
+        ulps=lambda key: 5.0,
+        received=_positions,
+        device="What a GPU's math library may produce (an estimate): an envelope from the "
+        "documented ulp bounds of CUDA's pow (4 ulp), sin and cos (2 ulp), in the "
+        "frequencies' dtype (float64 for FLUX in diffusers: then one rounding to float32), "
+        "at the ids the model receives; its errors are the envelope's, the largest a device "
+        "may give.",
+        wide=lambda key: key.freqs_dtype == "float64",
+    ),
+    paths=("library", "bf16-table", "fp16-table", "device"),
+    own=(
+        AuditPath(
+            "float32-angles",
+            _ANGLES.format("float32 frequencies and angles", "FLUX's reference since 2025"),
+            _along(freqs_dtype="float32"),
+        ),
+        AuditPath(
+            "float64-angles",
+            _ANGLES.format(
+                "float64 frequencies and angles", "diffusers' FLUX and the 2024 reference"
+            ),
+            _along(freqs_dtype="float64"),
+        ),
+        AuditPath(
+            "bf16-ids",
+            _ANGLES.format("the ids built in bfloat16", "diffusers' FLUX pipeline; exact to 256"),
+            _along(ids_dtype="bfloat16"),
+        ),
+        AuditPath(
+            "fp16-ids",
+            _ANGLES.format("the ids built in float16", "exact to 2048, none past 65504"),
+            _along(ids_dtype="float16"),
+        ),
+    ),
+)
+FAMILY: Final = register(
+    Family(
+        "rope-nd",
+        RopeNdKey,
+        fill,
+        take,
+        bound,
+        arrays=("cos", "sin"),
+        audit=AUDIT,
+        presets=PRESETS,
+    )
+)

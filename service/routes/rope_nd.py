@@ -44,6 +44,7 @@ TABLE: Final = declared.Declared(
     answer="cos and sin: JSON members, npz members, or (2, tokens, head_dim) stacked.",
     shape="2,tokens,head_dim",
     width_name="2 × head_dim",
+    audit=True,
     from_document=declared.FromDocument(
         read=read_config,
         fields=rope_nd_query,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from service.audit import envelope, paths
-from service.encodings import timestep
+from service.encodings import rope_nd, timestep
 from service.encodings.rotary import RotaryKey
 from service.encodings.timestep import TimestepKey
 from service.schemas.mrope import RopeQuery
@@ -106,3 +106,22 @@ def test_every_gpu_timestep_entry_is_inside_the_device_envelope(case: str) -> No
     ratio = np.abs(timestep.entries(key, gpu.astype(np.float64)) - exact) / np.tile(bound, 2)
     assert ratio.max() <= margin
     assert ratio.max() > margin - 0.02
+
+
+def test_flux_s_rope_is_the_gpus_and_inside_the_device_envelope() -> None:
+    """diffusers' FluxPosEmbed in float64 (512 text tokens, a 32 x 32 grid): the GPU's table
+    is the CPU's, which is the service's library table bit for bit; the float64 envelope
+    holds it, its float32 rounding nearly all of it."""
+    key = rope_nd.preset_key(
+        "flux", (32, 32), {"text_tokens": 512}, None, "interleaved", "library", "float32"
+    )
+    rows = np.arange(key.tokens, dtype=np.int64)
+    with np.load(CUDA / "diffusers.npz", allow_pickle=False) as tables:
+        assert np.array_equal(rope_nd.ids(key, rows).T, tables["flux_ids"])
+        cpu = np.concatenate([tables["cpu_flux_cos"], tables["cpu_flux_sin"]], 1)
+        gpu = np.concatenate([tables["cuda_flux_cos"], tables["cuda_flux_sin"]], 1)
+    assert np.array_equal(gpu, cpu)
+    assert np.array_equal(rope_nd.take(key, rows), cpu)
+    bound, _ = envelope.bounds(key, rows)
+    ratio = np.abs(rope_nd.entries(key, gpu) - paths.exact(key, rows)) / np.tile(bound, 2)
+    assert 0.99 < ratio.max() <= 1.0
