@@ -127,6 +127,18 @@ def cos(x: NDArray[Any]) -> Float32Array:
     return np.asarray(np.cos(_narrow(x)).astype(F32))
 
 
+def polar(x: NDArray[Any]) -> tuple[Float32Array, Float32Array]:
+    """float32 cos and sin of float32 ``x`` as ``torch.polar(ones, x)`` makes them: the
+    real and imaginary parts of a complex64 (another kernel than :func:`cos` and
+    :func:`sin`: nearly all its results are correctly rounded)."""
+    if _state["engine"] == "torch":
+        assert _torch is not None
+        angles = _torch_of(x)
+        turned = _torch.polar(_torch.ones_like(angles), angles)
+        return np.array(turned.real.numpy()), np.array(turned.imag.numpy())
+    return cos(x), sin(x)
+
+
 def log1p(x: NDArray[Any]) -> Float32Array:
     """float32 ``log1p`` of float32 ``x``."""
     if _state["engine"] == "torch":

@@ -43,7 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.arrays import POSITION_CEILING
-from service.encodings import _exact, _library
+from service.encodings import _exact, _library, kernels
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
@@ -96,7 +96,8 @@ class Preset:
     ``centred``: a grid axis of ``n`` cells holds ids ``-(n - n // 2) .. n // 2 - 1``
     (Qwen-Image's ``scale_rope``); ``text_after_grid``: text token ``l`` has the id
     ``m + l`` on every axis, ``m`` past the grid's largest id (Qwen-Image's); ``wide_ids``:
-    integer ids promoted to float64 (Wan's ``outer(arange, freqs)``), not cast to float32."""
+    integer ids promoted to float64 (Wan's ``outer(arange, freqs)``), not cast to float32;
+    ``polar``: its cos and sin are ``torch.polar``'s."""
 
     name: str
     description: str
@@ -111,6 +112,9 @@ class Preset:
     centred: bool = False
     wide_ids: bool = False
     text_after_grid: bool = False
+    # cos and sin of the float32 angles from torch.polar (Qwen-Image's complex frequencies),
+    # another kernel than torch's cos and sin (:func:`.kernels.polar`)
+    polar: bool = False
 
     @property
     def arithmetic(self) -> str:
@@ -328,6 +332,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             places=(None, 0, 1),
             centred=True,
             text_after_grid=True,
+            polar=True,
         ),
     )
 }
@@ -520,7 +525,7 @@ def _linspace(
 def _frequencies32(theta: float, d: int) -> NDArray[np.float32]:
     """``1.0 / (theta ** (arange(0, d, 2, float32) / d))`` in float32, each step rounded."""
     scale = np.arange(0, d, 2).astype(F32) / F32(d)
-    return F32(1.0) / _library.pow32(_library.f32(theta), scale)
+    return F32(1.0) / kernels.pow(_library.f32(theta), scale)
 
 
 def _frequencies64(theta: float, d: int) -> NDArray[np.float64]:
@@ -552,8 +557,9 @@ def _axis(
             angles = positions.astype(np.float64)[:, None] * _frequencies64(key.theta, d)[None, :]
             return np.cos(angles), np.sin(angles)
         angles32 = positions.astype(F32)[:, None] * _frequencies32(key.theta, d)[None, :]
-        sin32, cos32 = _library.sincos(angles32)
-    return cos32, sin32
+        if PRESETS[key.preset].polar:
+            return kernels.polar(angles32)
+        return kernels.cos(angles32), kernels.sin(angles32)
 
 
 def at(key: RopeNdKey, given: NDArray[Any]) -> Rows:
@@ -678,7 +684,12 @@ def _turned(key: RopeNdKey, at_: NDArray[np.float32], inverse: NDArray[np.float3
     """float32 entries at one position per row with these frequencies (the shared paths
     that cast positions are not a multi-axis table's: kept for the record's shape)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        s, c = _library.sincos(at_[:, None] * inverse[None, :])
+        angles = at_[:, None] * inverse[None, :]
+        c, s = (
+            kernels.polar(angles)
+            if PRESETS[key.preset].polar
+            else (kernels.cos(angles), kernels.sin(angles))
+        )
     return np.concatenate([c, s], axis=1).astype(np.float64)
 
 
@@ -730,6 +741,14 @@ AUDIT: Final[Audit[RopeNdKey]] = Audit(
         ),
     ),
 )
+
+
+def engine(key: RopeNdKey) -> bool:
+    """Whether the key's table is computed with the library engine's functions: the float32
+    library path (the float64 presets' are numpy's and torch's float64 alike)."""
+    return key.rounding == "library" and key.freqs_dtype == "float32"
+
+
 FAMILY: Final = register(
     Family(
         "rope-nd",
@@ -740,5 +759,6 @@ FAMILY: Final = register(
         arrays=("cos", "sin"),
         audit=AUDIT,
         presets=PRESETS,
+        engine=engine,
     )
 )

@@ -14,8 +14,9 @@
   ``POST .../apply``.
 
 The float64 presets are rounded once from float64 and are expected bit for bit; the float32
-ones follow torch operation by operation with correctly rounded pow, cos and sin: with
-torch's own put in their place they are bit for bit (asserted); as served, the share of
+ones follow torch operation by operation with the library engine's pow, cos and sin: with
+the torch engine (this session's) they are bit for bit (asserted), with the numpy engine
+(correctly rounded) within an ulp of a frequency (measured); as served, the share of
 entries bit for bit and the largest difference are written to
 ``artifacts/conformance-rope-nd.json``."""
 
@@ -36,7 +37,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from service.encodings import _library, rope_nd
+from service.encodings import kernels, rope_nd
 from tests.support import ROOT
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
@@ -88,27 +89,16 @@ def measure(name: str, ours: tuple[Any, ...], reference: tuple[Any, ...], bitwis
         "bit_for_bit": float((got == want).mean()),
         "largest_difference": float(difference.max(initial=0.0)),
     }
-    if bitwise:
+    if bitwise or kernels.engine() == "torch":  # the torch engine: torch's own functions
         np.testing.assert_array_equal(got, want)
     assert difference.max(initial=0.0) <= 2e-4  # angles up to ~200 rad, an ulp of a frequency
 
 
 def torch_functions(monkeypatch: pytest.MonkeyPatch, trigonometry: bool = True) -> None:
-    """The library path's pow, sin and cos made torch's own (``trigonometry``: sin and cos
-    too; ``torch.polar``'s are another kernel's, nearly all correctly rounded)."""
-    torch = lib("torch")
-
-    def pow32(base: np.float32, exponent: NDArray[np.float32]) -> NDArray[np.float32]:
-        out: NDArray[np.float32] = torch.pow(float(base), torch.from_numpy(exponent)).numpy()
-        return out
-
-    def sincos(angles: NDArray[Any]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        tensor = torch.from_numpy(np.ascontiguousarray(angles, np.float32))
-        return torch.sin(tensor).numpy(), torch.cos(tensor).numpy()
-
-    monkeypatch.setattr(_library, "pow32", pow32)
-    if trigonometry:
-        monkeypatch.setattr(_library, "sincos", sincos)
+    """The library path's pow, sin and cos are torch's own: the torch library engine's
+    (``service.encodings.kernels``; ``torch.polar``'s cos and sin for Qwen-Image), which
+    the conformance session runs."""
+    assert kernels.engine() == "torch"
 
 
 def flux_ids(text: int, height: int, width: int, dtype: Any) -> Any:
@@ -585,3 +575,34 @@ def test_exact_is_50_digit_arithmetic_rounded(
                         largest = max(largest, float(error / bound))
                     column += 2
     FIGURES[f"exact {preset} {dtype}"] = {"largest_error_over_bound": largest}
+
+
+@pytest.mark.parametrize(
+    ("preset", "grid", "text"),
+    [
+        ("hunyuan-video", (4, 30, 36), 0),
+        ("qwen-image", (30, 23), 5),
+        ("cogvideox", (13, 30, 45), 0),
+    ],
+)
+@pytest.mark.usefixtures("numpy_engine")
+def test_float32_presets_without_torch(preset: str, grid: tuple[int, ...], text: int) -> None:
+    """The numpy engine: correctly rounded pow, cos and sin in the library's order, within
+    the bound of torch's (the same table with the torch engine); the share apart measured."""
+    given = {"text_tokens": text or None}
+    key = rope_nd.preset_key(preset, grid, given, None, "interleaved", "library", "float32")
+    positions = np.arange(key.tokens)
+    ours = rope_nd.take(key, positions)
+    kernels.use("torch")
+    try:
+        theirs = rope_nd.take(key, positions)
+    finally:
+        kernels.use("numpy")
+    difference = np.abs(ours.astype(np.float64) - theirs)
+    apart = int((ours != theirs).sum())
+    FIGURES[f"numpy engine {preset}"] = {
+        "entries": int(ours.size),
+        "bit_for_bit": 1 - apart / ours.size,
+        "largest_difference": float(difference.max(initial=0.0)),
+    }
+    assert difference.max(initial=0.0) <= 2e-4

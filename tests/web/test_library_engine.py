@@ -42,6 +42,8 @@ def http(in_process_app: httpx.BaseTransport) -> Iterator[httpx.Client]:
         pytest.param("/v1/encodings/temperature?max_len=4", True, id="temperature"),
         pytest.param("/v1/encodings/sincos-2d?height=2&width=2&dim=8&preset=timm", True, id="timm"),
         pytest.param("/v1/encodings/sincos-2d?height=2&width=2&dim=8", False, id="mae"),
+        pytest.param("/v1/encodings/rope-nd?grid=2,2&preset=qwen-image", True, id="qwen-image"),
+        pytest.param("/v1/encodings/rope-nd?grid=2,2&preset=flux", False, id="flux-float64"),
         pytest.param("/v1/audit/rotary?head_dim=8&max_len=4", True, id="audit"),
         pytest.param("/v1/audit/sinusoidal?d_model=8&max_len=4", False, id="audit-vaswani"),
     ],
