@@ -1,7 +1,7 @@
 """The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi,
-diffusion timesteps; one for the audit and compare views) that draws tables in the browser
-from the raw endpoints, and audits and comparisons from their JSON answers. Nothing is
-fetched from another host. The page carries the service's ``PE_MAX_ELEMENTS``, so that the
+diffusion timesteps, sin-cos grids; one for the audit and compare views) that draws tables
+in the browser from the raw endpoints, and audits and comparisons from their JSON answers.
+Nothing is fetched from another host. The page carries the service's ``PE_MAX_ELEMENTS``, so that the
 curl commands it offers are ones the service answers."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ _ASSETS: Final = {
     "rope.js": "text/javascript; charset=utf-8",
     "alibi.js": "text/javascript; charset=utf-8",
     "timestep.js": "text/javascript; charset=utf-8",
+    "sincos.js": "text/javascript; charset=utf-8",
     "audit.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
 }

@@ -229,13 +229,26 @@
     return { text, query: auditQuery({ ...params, parameters: typed }) };
   }
 
-  /** The audit's query: the parameters as typed, with max_len from its own field (and no
-   *  format: the view reads the JSON answer). */
+  /** The audit's query: the parameters as typed, with max_len from its own field (none
+   *  for a family whose grid decides its rows; and no format: the view reads the JSON
+   *  answer). */
   function auditQuery(params) {
     const search = new URLSearchParams(params.parameters.replace(/^\?/, ""));
     search.delete("format");
-    search.set("max_len", params.max_len);
+    if (!gridded(params.family)) search.set("max_len", params.max_len);
     return search.toString();
+  }
+
+  /** Whether ``family``'s rows are its grid's (its option says ``data-rows="grid"``): its
+   *  audit takes no max_len (a 422 if sent). */
+  function gridded(family) {
+    const option = [...$("audit-family").options].find((o) => o.value === family);
+    return Boolean(option) && option.dataset.rows === "grid";
+  }
+
+  /** max_len's field, disabled for a family that takes none. */
+  function updateMaxLen() {
+    $("audit-max_len").disabled = gridded($("audit-family").value);
   }
 
   /** A family chosen: its parameters replace the other family's untouched defaults. */
@@ -245,6 +258,7 @@
     if (input.value.trim() === "" || defaults.includes(input.value.trim())) {
       input.value = input.dataset[$("audit-family").value];
     }
+    updateMaxLen();
   }
 
   async function loadAudit() {
@@ -269,7 +283,8 @@
     const drawn = drawAudit();
     const { paths, parameters } = done.answer;
     $("audit-status").textContent = `${paths.length} paths, ${paths[0].bands.length} bands ` +
-      `of ${n(parameters.max_len)} positions (${params.family}): fetched in ` +
+      `of ${n(parameters.max_len ?? parameters.rows)} ${gridded(params.family) ? "token rows"
+        : "positions"} (${params.family}): fetched in ` +
       `${done.ms.toFixed(0)} ms, drawn in ${drawn.toFixed(1)} ms.`;
     ready("audit", { params: query, family: params.family, fetchMs: done.ms.toFixed(2),
       drawMs: drawn.toFixed(2) });
@@ -423,6 +438,7 @@
   }
 
   restoreFromAddress();
+  updateMaxLen();
   $("audit-family").addEventListener("change", onFamily);
   wire("audit", loadAudit, drawAudit, () => audit);
   wire("compare", loadCompare, drawCompare, () => comparison);

@@ -1,7 +1,7 @@
 // The explorer: fetches a table from the service's raw endpoint (little-endian float32 with
 // X-Shape) and draws it three ways on canvases. No libraries, no build step, no other host.
 // This script is the sinusoidal view and the switch between views; it lends its helpers to
-// the other views (rope.js, alibi.js, timestep.js, audit.js) as `window.explorer`, and starts
+// the other views (rope.js, alibi.js, timestep.js, sincos.js, audit.js) as `window.explorer`, and starts
 // once they registered. A table of sines and cosines is drawn by `drawGrid` (the heatmap) and
 // `drawColumns` (chosen columns as lines), whichever view fetched it.
 // A table too long to hold is drawn from every step-th position (`sampling`), each fetched
@@ -575,8 +575,9 @@
   }
 
   /** A table of values in [-1, 1] as a heatmap, RdBu with its colour bar: ``rows`` rows of
-   *  ``cols`` down and across, row r at r / rows of ``rowHigh`` on the vertical axis. */
-  function drawGrid(canvas, { rows, cols, table, rowHigh, rowLabel, colLabel }) {
+   *  ``cols`` down and across, row r at r / rows of ``rowHigh`` on the vertical axis (and
+   *  column k at k / cols of ``colHigh``, by default ``cols``, across). */
+  function drawGrid(canvas, { rows, cols, table, rowHigh, rowLabel, colLabel, colHigh = cols }) {
     const { ctx, plot, ratio } = surface(canvas, COLORBAR);
     const image = ctx.createImageData(plot.w, plot.h);
     const pixels = image.data;
@@ -596,7 +597,7 @@
     }
     ctx.putImageData(image, plot.x, plot.y);
     axes(ctx, plot, ratio,
-      { low: 0, high: cols, label: colLabel, at: (t) => (t / cols) * plot.w },
+      { low: 0, high: colHigh, label: colLabel, at: (t) => (t / colHigh) * plot.w },
       { low: 0, high: rowHigh, label: rowLabel, at: (t) => (t / rowHigh) * plot.h });
     colorbar(ctx, plot, ratio);
   }
