@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 
 from service.audit import paths
-from service.encodings import alibi, registry, rotary, scalings, timestep
+from service.encodings import alibi, registry, rotary, scalings, sincos2d, sincos3d, timestep
 from service.encodings.catalogue import PRESETS
 from service.routes.explorer import FILES
 from tests.support import SMALL_LIMITS, assert_problem, load
 
 ROTARY = "/v1/encodings/rotary"
 TIMESTEP = "/v1/encodings/timestep"
-SCRIPTS = ["explorer.js", "rope.js", "alibi.js", "timestep.js", "audit.js"]
+SINCOS = "/v1/encodings"
+SCRIPTS = ["explorer.js", "rope.js", "alibi.js", "timestep.js", "sincos.js", "audit.js"]
 
 
 def test_the_explorer_page_is_served_with_its_files(api: httpx.Client) -> None:
@@ -101,7 +102,7 @@ def _controls(api: httpx.Client) -> _Controls:
     return page
 
 
-VIEWS = ["sinusoidal", "rope", "alibi", "timestep", "audit", "compare"]
+VIEWS = ["sinusoidal", "rope", "alibi", "timestep", "sincos", "audit", "compare"]
 
 
 def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
@@ -121,7 +122,7 @@ def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
         assert f'id="{view}-problem" class="problem" role="alert" hidden' in text
         assert f'id="{view}-status"' in text
     # and says in a place of its own when it draws every step-th position (hidden until then)
-    for prefix in ("", "rope-", "alibi-", "timestep-"):
+    for prefix in ("", "rope-", "alibi-", "timestep-", "sincos-"):
         assert f'<p id="{prefix}sampling" class="sampling" hidden></p>' in text
 
 
@@ -172,6 +173,125 @@ def test_the_timestep_controls_offer_what_the_service_takes(api: httpx.Client) -
         assert set(preset["takes"]) <= set(names)
     for name in ("max_len", "dim"):
         assert page.controls[f"timestep-{name}"]["name"] == name
+
+
+GRIDS: Final = {"sincos-2d": sincos2d.PARAMETERS, "sincos-3d": sincos3d.PARAMETERS}
+
+
+def test_the_sincos_controls_offer_what_the_service_takes(api: httpx.Client) -> None:
+    """A family each (its preset and a control a parameter, sent when the preset takes it,
+    blank: the preset's), the grid's controls named as the query's; the preset offered
+    before the script lists the service's is one of them."""
+    page = _controls(api)
+    text = api.get("/").text
+    assert page.options["sincos-family"] == list(GRIDS)
+    assert page.options["sincos-rounding"] == list(registry.ROUNDINGS)
+    listed = api.get("/v1/presets").json()["families"]
+    for family, parameters in GRIDS.items():
+        box = text.split(f'id="{family}-parameters"')[1].split("</fieldset>")[0]
+        names = re.findall(rf'<(?:input|select) id="{family}-([a-z_]+)" name="\1"', box)
+        assert names == list(parameters)
+        (offered,) = page.options[f"{family}-preset"]
+        assert offered in [preset["name"] for preset in listed[family]]
+        for preset in listed[family]:  # what sincos.js reads of each, through familyPresets
+            assert {"name", "summary", "follows", "fixes", "takes", "rows"} <= set(preset)
+            assert set(preset["takes"]) <= set(names)
+        for name in names:
+            if name in ("interleave_sin_cos", "reverse_coord"):
+                assert page.options[f"{family}-{name}"] == ["", "false", "true"]
+    for name in ("frames", "height", "width", "dim"):
+        assert page.controls[f"sincos-{name}"]["name"] == name
+
+
+def _grid_table(api: httpx.Client, family: str, **query: str) -> tuple[dict[str, Any], Any]:
+    """The one-row JSON answer sincos.js reads the grid from, and the raw table."""
+    document = api.get(f"{SINCOS}/{family}", params={**query, "start": "0", "stop": "1"})
+    assert document.status_code == 200, document.text
+    answer = api.get(f"{SINCOS}/{family}", params={**query, "format": "raw"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-dtype"] == "float32"
+    return document.json(), load(answer)
+
+
+def _follows(table: Any, grid: dict[str, Any]) -> list[str]:
+    """Each column's coordinates as sincos.js reads them: "x" when it changes along a grid
+    row of the first frame, "y" down a grid column, "t" from the first frame's first patch
+    to the last frame's, with the tokens placed as tokenAt places them."""
+    frames, height, width = grid.get("frames", 1), grid["height"], grid["width"]
+    zeros = grid.get("extra_tokens", grid.get("text_tokens", 0))
+    tokens = table[zeros:].reshape(frames, -1, table.shape[1])
+    if grid.get("reverse_coord"):  # column by column
+        patches = tokens.reshape(frames, width, height, -1).transpose(0, 2, 1, 3)
+    else:
+        patches = tokens.reshape(frames, height, width, -1)
+    first = patches[0]
+    x = np.any(np.diff(first, axis=1) != 0, axis=(0, 1))
+    y = np.any(np.diff(first, axis=0) != 0, axis=(0, 1))
+    t = patches[0, 0, 0] != patches[-1, 0, 0]
+    each = zip(t, x, y, strict=True)
+    return ["".join(a for a, on in zip("txy", bits, strict=True) if on) for bits in each]
+
+
+@pytest.mark.parametrize(
+    ("family", "query", "halves"),
+    [
+        # MAE's [w | h]: the first half follows the width, though its code calls it emb_h
+        pytest.param(
+            "sincos-2d",
+            {"height": "6", "width": "9", "dim": "16", "extra_tokens": "1"},
+            ["x"] * 8 + ["y"] * 8,
+            id="mae",
+        ),
+        # timm: [sin h | sin w | cos h | cos w]; reverse_coord: w first, column by column
+        pytest.param(
+            "sincos-2d",
+            {"height": "6", "width": "9", "dim": "16", "preset": "timm"},
+            ["y"] * 4 + ["x"] * 4 + ["y"] * 4 + ["x"] * 4,
+            id="timm",
+        ),
+        pytest.param(
+            "sincos-2d",
+            {"height": "6", "width": "9", "dim": "16", "preset": "timm", "reverse_coord": "true"},
+            ["x"] * 4 + ["y"] * 4 + ["x"] * 4 + ["y"] * 4,
+            id="timm-reverse",
+        ),
+        # CogVideoX: the frame's quarter, then the patch's [w | h]
+        pytest.param(
+            "sincos-3d",
+            {"frames": "3", "height": "4", "width": "5", "dim": "32", "preset": "cogvideox"},
+            ["t"] * 8 + ["x"] * 12 + ["y"] * 12,
+            id="cogvideox",
+        ),
+    ],
+)
+def test_the_grid_reads_as_sincos_js_reads_it(
+    api: httpx.Client, family: str, query: dict[str, str], halves: list[str]
+) -> None:
+    """The one-row JSON answer says the grid, its zero rows and its token order; the raw
+    answer (rows, dim) holds them zero rows first; each column follows the coordinate the
+    view's strip says."""
+    grid, table = _grid_table(api, family, **query)
+    zeros = grid.get("extra_tokens", grid.get("text_tokens", 0))
+    assert table.shape == (grid["rows"], int(query["dim"]))
+    assert grid["rows"] == zeros + grid.get("frames", 1) * grid["height"] * grid["width"]
+    assert not table[:zeros].any()
+    assert _follows(table, grid) == halves
+    # tokenAt's patch (f, i, j): its width's columns are those of (0, 0, j), its height's
+    # those of (0, i, 0), its frame's those of (f, 0, 0)
+    f, i, j = grid.get("frames", 1) - 1, 3, 4
+    for axis, same in (("x", (0, 0, j)), ("y", (0, i, 0)), ("t", (f, 0, 0))):
+        columns = [c for c, a in enumerate(halves) if a == axis]
+        assert np.array_equal(
+            table[_token_at(grid, f, i, j), columns], table[_token_at(grid, *same), columns]
+        )
+
+
+def _token_at(grid: dict[str, Any], f: int, i: int, j: int) -> int:
+    """sincos.js's tokenAt: the table row of the patch at grid row i, column j of frame f."""
+    height, width = grid["height"], grid["width"]
+    zeros = grid.get("extra_tokens", grid.get("text_tokens", 0))
+    inside = j * height + i if grid.get("reverse_coord") else i * width + j
+    return int(zeros + f * height * width + inside)
 
 
 def _rows_at(api: httpx.Client, values: list[float], **query: str) -> np.ndarray[Any, Any]:
@@ -236,6 +356,16 @@ def test_the_views_ask_for_raw_answers_from_their_endpoints(api: httpx.Client) -
     # the heatmap and the lines are explorer.js's, as the sinusoidal view draws them
     assert "E.drawGrid(" in steps
     assert "E.drawColumns(" in steps
+    grids = api.get("/explorer/sincos.js").text
+    assert f'const ENCODINGS = "{SINCOS}";' in grids
+    assert f"const FAMILIES = {json.dumps(list(GRIDS))};" in grids  # the families' endpoints
+    assert grids.count('format: "raw"') == 3  # the table, a grid's line, a token's row
+    # JSON once: the grid as resolved (its zero rows, its token order), from one row
+    assert re.findall(r"format: \"json\"", grids) == ['format: "json"']
+    assert 'start: 0, stop: 1, format: "json"' in grids
+    assert "E.familyPresets(name, name," in grids
+    assert "E.fetchRows(" in grids
+    assert grids.count("E.drawGrid(") == 2  # the table, and a column over the grid
 
 
 def test_the_audit_and_compare_views_read_json_answers(api: httpx.Client) -> None:
@@ -259,11 +389,24 @@ def _audit_defaults(api: httpx.Client) -> tuple[list[str], str, dict[str, str]]:
     return page.options["audit-family"], str(page.controls["audit-max_len"]["value"]), defaults
 
 
+def _gridded(api: httpx.Client) -> list[str]:
+    """The audit view's families whose grid decides their rows (``data-rows="grid"``):
+    audit.js sends them no max_len."""
+    return re.findall(r'<option value="([^"]+)" data-rows="grid">', api.get("/").text)
+
+
 def test_the_audit_views_defaults_are_llama_31s(api: httpx.Client) -> None:
-    """The audit view offers rotary, sinusoidal and timestep (rotary: Llama 3.1's, shown
-    first)."""
+    """The audit view offers rotary, sinusoidal, timestep and the sin-cos grids (rotary:
+    Llama 3.1's, shown first); the grids' audits take no max_len (a 422 names it), and the
+    view sends none for them."""
     families, max_len, defaults = _audit_defaults(api)
-    assert families == ["rotary", "sinusoidal", "timestep"]
+    assert families == ["rotary", "sinusoidal", "timestep", *GRIDS]
+    assert _gridded(api) == list(GRIDS)
+    for family in GRIDS:
+        refused = api.get(f"/v1/audit/{family}?{defaults[family]}&max_len={max_len}")
+        assert_problem(refused, 422, "max_len")
+    script = api.get("/explorer/audit.js").text
+    assert 'if (!gridded(params.family)) search.set("max_len", params.max_len);' in script
     assert max_len == "131072"
     shown = str(_controls(api).controls["audit-parameters"]["value"])
     assert shown == defaults["rotary"]
@@ -285,11 +428,17 @@ def test_the_service_takes_the_audit_views_defaults(api: httpx.Client) -> None:
     """Each family's parameters are ones the service takes, and its answer reads as
     audit.js reads it."""
     families, max_len, defaults = _audit_defaults(api)
+    gridded = _gridded(api)
     for family in families:
-        answer = api.get(f"/v1/audit/{family}?{defaults[family]}&max_len={max_len}")
+        rows = "" if family in gridded else f"&max_len={max_len}"
+        answer = api.get(f"/v1/audit/{family}?{defaults[family]}{rows}")
         assert answer.status_code == 200, answer.text
         assert answer.headers["content-type"].startswith("application/json")
         document = answer.json()
+        if family in gridded:  # the rows the status line counts
+            assert document["parameters"]["rows"] > 0
+            assert all(path["first_over"]["1e-1"] is None for path in document["paths"])
+            continue
         assert document["parameters"]["max_len"] == int(max_len)
         for path in document["paths"]:
             assert set(path["first_over"]) == {"1e-3", "1e-2", "1e-1"}

@@ -415,6 +415,69 @@ def test_the_timestep_view_draws_flux_and_what_its_embedding_receives(visit: Vis
     assert visit.errors == []
 
 
+SINCOS: Final = "/v1/encodings"
+
+
+def test_the_sincos_view_draws_a_grids_halves_and_a_frame(visit: Visit) -> None:
+    """The sin-cos grid view lists the service's presets, draws MAE's table (raw, its cls
+    row first) and says its first half follows the width; a column over the grid is the
+    service's value at each patch. A CogVideoX video: its frame's quarter, the frame chosen
+    drawn, and the link to its audit, which the audit view draws without max_len."""
+    page = visit.page
+    mae = {"height": "6", "width": "10", "dim": "64", "preset": "mae", "extra_tokens": "1"}
+    page.goto(f"{visit.url}/?view=sincos&family=sincos-2d&{urlencode(mae)}&column=5")
+    page.wait_for_selector('#sincos-view[data-state="ready"][data-family="sincos-2d"]')
+    listed = page.eval_on_selector_all("#sincos-2d-preset option", "o => o.map(e => e.value)")
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
+        presets = http.get("/v1/presets").json()["families"]
+        table = load(http.get(f"{SINCOS}/sincos-2d", params=mae))
+    assert listed == [preset["name"] for preset in presets["sincos-2d"]]
+    assert page.is_enabled("#sincos-2d-extra_tokens")  # the one mae takes
+    assert page.is_disabled("#sincos-2d-base_size")
+    assert page.is_hidden("#sincos-3d-box")
+    assert visit.dataset("#sincos-view")["zeros"] == "1"
+    assert page.text_content("#sincos-halves-counts") == "width (x) 0–31, height (y) 32–63"
+    assert visit.distinct_colours("sincos-heatmap") > 100
+    shown = visit.hover("sincos-heatmap", 0.3, 0.6)
+    assert np.float32(shown["value"]) == table[int(shown["position"]), int(shown["dimension"])]
+    page.locator("#sincos-grid").scroll_into_view_if_needed()  # below the page's fold
+    shown = visit.hover("sincos-grid", 0.75, 0.4)  # grid row 2, column 7: token 1 + 27
+    assert (shown["row"], shown["column"], shown["position"]) == ("2", "7", "28")
+    assert np.float32(shown["value"]) == table[28, 5]
+    assert "'http" in (page.text_content("#sincos-curl") or "")
+    video = {"frames": "3", "height": "4", "width": "6", "dim": "64", "preset": "cogvideox"}
+    page.goto(f"{visit.url}/?view=sincos&family=sincos-3d&{urlencode(video)}&frame=2&column=44")
+    page.wait_for_selector('#sincos-view[data-state="ready"][data-family="sincos-3d"]')
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
+        frames = load(http.get(f"{SINCOS}/sincos-3d", params=video))
+    assert page.is_disabled("#sincos-3d-text_tokens")  # cogvideox fixes its 226
+    assert visit.dataset("#sincos-view")["zeros"] == "226"
+    counts = page.text_content("#sincos-halves-counts")
+    assert counts == "frame (t) 0–15, width (x) 16–39, height (y) 40–63"
+    page.locator("#sincos-grid").scroll_into_view_if_needed()
+    shown = visit.hover("sincos-grid", 0.9, 0.9)  # frame 2, grid row 3, column 5
+    assert (shown["frame"], shown["row"], shown["column"]) == ("2", "3", "5")
+    assert int(shown["position"]) == 226 + 2 * 24 + 3 * 6 + 5
+    assert np.float32(shown["value"]) == frames[int(shown["position"]), 44] != 0
+    page.fill("#sincos-frame", "1")  # another frame: drawn from the table held
+    page.wait_for_selector("#sincos-grid-note:text-matches('of frame 1$')")
+    shown = visit.hover("sincos-grid", 0.9, 0.9)
+    assert (shown["frame"], shown["position"]) == ("1", str(226 + 24 + 3 * 6 + 5))
+    assert "frame=1" in page.url
+    assert all(
+        "format=raw" in u
+        for u in visit.requests
+        if urlsplit(u).path.startswith(SINCOS) and "format=json" not in u
+    )
+    page.click("#sincos-audit")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-family="sincos-3d"]')
+    assert visit.dataset("#audit-view")["params"] == urlencode(video)  # no max_len
+    assert page.is_disabled("#audit-max_len")
+    assert visit.distinct_colours("audit-plot") > 3
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
 @pytest.mark.parametrize(
     ("interleaved", "first"),
     [("false", [0, 0, 1, 1, 1, 2, 2, 2]), ("true", [0, 1, 2, 0, 1, 2, 0, 1])],
@@ -902,6 +965,17 @@ REFUSED: Final = [
             ("#timestep-dim", "0"),
         ),
         id="timestep",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=sincos&height=8&width=12&dim=64",
+            "#sincos-view",
+            "#sincos-controls",
+            ["sincos-heatmap", "sincos-halves", "sincos-grid"],
+            ["#sincos-halves-counts", "#sincos-grid-note", "#sincos-sampling", "#sincos-curl"],
+            ("#sincos-dim", "0"),
+        ),
+        id="sincos",
     ),
     pytest.param(
         Drawn(
