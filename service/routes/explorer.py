@@ -23,6 +23,7 @@ _ASSETS: Final = {
     "alibi.js": "text/javascript; charset=utf-8",
     "timestep.js": "text/javascript; charset=utf-8",
     "sincos.js": "text/javascript; charset=utf-8",
+    "ropend.js": "text/javascript; charset=utf-8",
     "audit.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
 }

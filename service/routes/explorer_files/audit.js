@@ -283,7 +283,7 @@
     const drawn = drawAudit();
     const { paths, parameters } = done.answer;
     $("audit-status").textContent = `${paths.length} paths, ${paths[0].bands.length} bands ` +
-      `of ${n(parameters.max_len ?? parameters.rows)} ${gridded(params.family) ? "token rows"
+      `of ${n(parameters.max_len ?? parameters.rows ?? parameters.tokens)} ${gridded(params.family) ? "tokens"
         : "positions"} (${params.family}): fetched in ` +
       `${done.ms.toFixed(0)} ms, drawn in ${drawn.toFixed(1)} ms.`;
     ready("audit", { params: query, family: params.family, fetchMs: done.ms.toFixed(2),

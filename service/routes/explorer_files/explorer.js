@@ -34,9 +34,22 @@
     (document.querySelector('meta[name="pe-max-elements"]') || {}).content) || Infinity;
   const COLORBAR = 64; // CSS pixels on the heatmap's right
 
+  // matplotlib's twilight_shifted: cyclic, so an angle of -pi and one of pi look alike
+  const TWILIGHT = [
+    "#301437", "#45135c", "#592a8f", "#5e51ad", "#6276ba", "#7297c1", "#95b5c7", "#c4ced4",
+    "#e2d9e2", "#d8c7be", "#cca389", "#c27c63", "#b25652", "#983550", "#741e4f", "#4a1342",
+  ];
+
   const $ = (id) => document.getElementById(id);
   const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
   const LUT = colormap(RDBU, 256);
+  // a heatmap's colours, range and colour bar's labels (top to bottom): a table's entries,
+  // and angles (rope.js, ropend.js)
+  const ENTRIES = { lut: LUT, low: -1, high: 1, labels: [["1", 0], ["0", 0.5], ["-1", 1]] };
+  const ANGLES = {
+    lut: colormap(TWILIGHT, 256), low: -Math.PI, high: Math.PI,
+    labels: [["π", 0], ["π/2", 0.25], ["0", 0.5], ["−π/2", 0.75], ["−π", 1]],
+  };
 
   // {params, rows, cols, table, step, total}: row r is position r × step of total
   let current = null;
@@ -114,11 +127,6 @@
       for (let c = 0; c < 3; c++) lut[i * 3 + c] = rgb[k][c] + (rgb[k + 1][c] - rgb[k][c]) * f;
     }
     return lut;
-  }
-
-  function colorIndex(value) {
-    const i = Math.round(((value + 1) / 2) * 255);
-    return i < 0 ? 0 : i > 255 ? 255 : i;
   }
 
   // --- parameters and URLs ------------------------------------------------------------
@@ -574,13 +582,17 @@
     });
   }
 
-  /** A table of values in [-1, 1] as a heatmap, RdBu with its colour bar: ``rows`` rows of
-   *  ``cols`` down and across, row r at r / rows of ``rowHigh`` on the vertical axis (and
-   *  column k at k / cols of ``colHigh``, by default ``cols``, across). */
-  function drawGrid(canvas, { rows, cols, table, rowHigh, rowLabel, colLabel, colHigh = cols }) {
+  /** A table as a heatmap with its colour bar, in ``scale`` (``ENTRIES``: values in
+   *  [-1, 1], RdBu; ``ANGLES``: (-π, π], cyclic): ``rows`` rows of ``cols`` down and
+   *  across, row r at r / rows of ``rowHigh`` on the vertical axis (and column k at k /
+   *  cols of ``colHigh``, by default ``cols``, across). */
+  function drawGrid(canvas, {
+    rows, cols, table, rowHigh, rowLabel, colLabel, colHigh = cols, scale = ENTRIES,
+  }) {
     const { ctx, plot, ratio } = surface(canvas, COLORBAR);
     const image = ctx.createImageData(plot.w, plot.h);
     const pixels = image.data;
+    const { lut, low, high } = scale;
     const colOf = new Int32Array(plot.w);
     // each pixel shows the entry under its top-left corner, as hovering reports it
     for (let px = 0; px < plot.w; px++) colOf[px] = Math.floor((px * cols) / plot.w);
@@ -588,10 +600,10 @@
       const offset = Math.floor((py * rows) / plot.h) * cols;
       let p = py * plot.w * 4;
       for (let px = 0; px < plot.w; px++, p += 4) {
-        const c = colorIndex(table[offset + colOf[px]]) * 3;
-        pixels[p] = LUT[c];
-        pixels[p + 1] = LUT[c + 1];
-        pixels[p + 2] = LUT[c + 2];
+        const c = indexIn(table[offset + colOf[px]], low, high) * 3;
+        pixels[p] = lut[c];
+        pixels[p + 1] = lut[c + 1];
+        pixels[p + 2] = lut[c + 2];
         pixels[p + 3] = 255;
       }
     }
@@ -599,21 +611,27 @@
     axes(ctx, plot, ratio,
       { low: 0, high: colHigh, label: colLabel, at: (t) => (t / colHigh) * plot.w },
       { low: 0, high: rowHigh, label: rowLabel, at: (t) => (t / rowHigh) * plot.h });
-    colorbar(ctx, plot, ratio);
+    colorbar(ctx, plot, ratio, scale);
   }
 
-  function colorbar(ctx, plot, ratio) {
+  /** ``value``'s entry of a 256-colour map over ``low`` .. ``high``. */
+  function indexIn(value, low, high) {
+    const i = Math.round(((value - low) / (high - low)) * 255);
+    return i < 0 ? 0 : i > 255 ? 255 : i;
+  }
+
+  function colorbar(ctx, plot, ratio, { lut, low, high, labels }) {
     const x = plot.x + plot.w + 18 * ratio;
     const w = 14 * ratio;
     for (let py = 0; py < plot.h; py++) {
-      const c = colorIndex(1 - (2 * py) / (plot.h - 1)) * 3;
-      ctx.fillStyle = `rgb(${LUT[c]},${LUT[c + 1]},${LUT[c + 2]})`;
+      const c = indexIn(high - ((high - low) * py) / (plot.h - 1), low, high) * 3;
+      ctx.fillStyle = `rgb(${lut[c]},${lut[c + 1]},${lut[c + 2]})`;
       ctx.fillRect(x, plot.y + py, w, 1);
     }
     ctx.fillStyle = "#1d232a";
     ctx.font = `${11 * ratio}px system-ui, "DejaVu Sans", sans-serif`;
     ctx.textBaseline = "middle";
-    for (const [label, at] of [["1", 0], ["0", 0.5], ["-1", 1]]) {
+    for (const [label, at] of labels) {
       ctx.fillText(label, x + w + 4 * ratio, plot.y + at * (plot.h - 1));
     }
   }
@@ -954,7 +972,7 @@
   views.sinusoidal = { show: showSinusoidal };
   window.explorer = {
     $, shortest, niceTicks, tickText, logTicks, compact, colormap, problemOf, decode, surface,
-    axes, trace, drawGrid, drawColumns, chosenColumns, positionAxis,
+    axes, trace, drawGrid, drawColumns, chosenColumns, positionAxis, ENTRIES, ANGLES,
     show, hide, refuse, debounce, copyText, curlCommand, fetchRaw, fetchRows, sampling,
     familyPresets,
     samplingNote, elementLimit, ordinal,

@@ -23,13 +23,7 @@
     { name: "width", color: "#7570b3" },
   ];
   const LISTS = ["short_factor", "long_factor"]; // comma-separated, one number per pair
-  // matplotlib's twilight_shifted: cyclic, so an angle of -pi and one of pi look alike
-  const TWILIGHT = [
-    "#301437", "#45135c", "#592a8f", "#5e51ad", "#6276ba", "#7297c1", "#95b5c7", "#c4ced4",
-    "#e2d9e2", "#d8c7be", "#cca389", "#c27c63", "#b25652", "#983550", "#741e4f", "#4a1342",
-    "#2f1436",
-  ];
-  const LUT = E.colormap(TWILIGHT, 256);
+  const LUT = E.ANGLES.lut; // cyclic: an angle of -pi and one of pi look alike
   const COLORBAR = 64;
   const CHOSEN = "#2166ac";
   const NONE = "#8a949e";
