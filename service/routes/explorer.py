@@ -1,8 +1,8 @@
 """The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi,
-diffusion timesteps, sin-cos grids; one for the audit and compare views) that draws tables
-in the browser from the raw endpoints, and audits and comparisons from their JSON answers.
-Nothing is fetched from another host. The page carries the service's ``PE_MAX_ELEMENTS``,
-so that the curl commands it offers are ones the service answers."""
+diffusion timesteps, sin-cos grids, multi-axis RoPE; one for the audit and compare views)
+that draws tables in the browser from the raw endpoints, and audits and comparisons from
+their JSON answers. Nothing is fetched from another host. The page carries the service's
+``PE_MAX_ELEMENTS``, so that the curl commands it offers are ones the service answers."""
 
 from __future__ import annotations
 

@@ -16,7 +16,16 @@ import numpy as np
 import pytest
 
 from service.audit import paths
-from service.encodings import alibi, registry, rotary, scalings, sincos2d, sincos3d, timestep
+from service.encodings import (
+    alibi,
+    registry,
+    rope_nd,
+    rotary,
+    scalings,
+    sincos2d,
+    sincos3d,
+    timestep,
+)
 from service.encodings.catalogue import PRESETS
 from service.routes.explorer import FILES
 from tests.support import SMALL_LIMITS, assert_problem, load
@@ -24,7 +33,16 @@ from tests.support import SMALL_LIMITS, assert_problem, load
 ROTARY = "/v1/encodings/rotary"
 TIMESTEP = "/v1/encodings/timestep"
 SINCOS = "/v1/encodings"
-SCRIPTS = ["explorer.js", "rope.js", "alibi.js", "timestep.js", "sincos.js", "audit.js"]
+ROPE_ND = "/v1/encodings/rope-nd"
+SCRIPTS = [
+    "explorer.js",
+    "rope.js",
+    "alibi.js",
+    "timestep.js",
+    "sincos.js",
+    "ropend.js",
+    "audit.js",
+]
 
 
 def test_the_explorer_page_is_served_with_its_files(api: httpx.Client) -> None:
@@ -102,7 +120,7 @@ def _controls(api: httpx.Client) -> _Controls:
     return page
 
 
-VIEWS = ["sinusoidal", "rope", "alibi", "timestep", "sincos", "audit", "compare"]
+VIEWS = ["sinusoidal", "rope", "alibi", "timestep", "sincos", "ropend", "audit", "compare"]
 
 
 def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
@@ -122,7 +140,7 @@ def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
         assert f'id="{view}-problem" class="problem" role="alert" hidden' in text
         assert f'id="{view}-status"' in text
     # and says in a place of its own when it draws every step-th position (hidden until then)
-    for prefix in ("", "rope-", "alibi-", "timestep-", "sincos-"):
+    for prefix in ("", "rope-", "alibi-", "timestep-", "sincos-", "ropend-"):
         assert f'<p id="{prefix}sampling" class="sampling" hidden></p>' in text
 
 
@@ -294,6 +312,77 @@ def _token_at(grid: dict[str, Any], f: int, i: int, j: int) -> int:
     return int(zeros + f * height * width + inside)
 
 
+def test_the_ropend_controls_offer_what_the_service_takes(api: httpx.Client) -> None:
+    """A control a parameter some preset takes (sent when the chosen one takes it, blank:
+    the preset's), the dtypes, layouts and roundings the service knows; the preset offered
+    before the script lists the service's is one of them."""
+    page = _controls(api)
+    box = api.get("/").text.split('id="ropend-parameters"')[1].split("</fieldset>")[0]
+    names = re.findall(r'<(?:input|select) id="ropend-([a-z_]+)" name="\1"', box)
+    listed = api.get("/v1/presets").json()["families"]["rope-nd"]
+    taken = {name for preset in listed for name in preset["takes"]}
+    assert set(names) == set(rope_nd.PARAMETERS) | taken
+    assert page.options["ropend-freqs_dtype"] == ["", *rope_nd.FREQS_DTYPES]
+    assert page.options["ropend-ids_dtype"] == ["", *rope_nd.IDS_DTYPES]
+    assert page.options["ropend-layout"] == list(rope_nd.LAYOUTS)
+    assert page.options["ropend-rounding"] == list(registry.ROUNDINGS)
+    (offered,) = page.options["ropend-preset"]
+    assert offered in [preset["name"] for preset in listed]
+    for preset in listed:  # what ropend.js reads of each, through familyPresets
+        assert {"name", "summary", "follows", "fixes", "takes", "rows"} <= set(preset)
+    for name in ("grid", "head_dim", "layout", "rounding", "preset"):
+        assert page.controls[f"ropend-{name}"]["name"] == name
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param({"grid": "6,10", "preset": "flux", "text_tokens": "3"}, id="flux"),
+        pytest.param({"grid": "6,10", "preset": "flux", "layout": "half"}, id="flux-half"),
+        pytest.param({"grid": "3,4,6", "preset": "wan"}, id="wan"),
+    ],
+)
+def test_the_rope_nd_table_reads_as_ropend_js_reads_it(
+    api: httpx.Client, query: dict[str, str]
+) -> None:
+    """The one-row JSON answer says the axes' widths, the text tokens, the grid and the
+    layout; the raw answer is (2, tokens, head_dim), cos first, pair i in column 2i
+    (interleaved; its other member 2i + 1) or i (half; i + head_dim/2); axis k's pairs
+    (axes_dim[k] / 2 of them, in turn) keep their angle along every grid axis but their
+    own, the cells in row-major order after the text tokens."""
+    document = api.get(ROPE_ND, params={**query, "start": "0", "stop": "1", "format": "json"})
+    assert document.status_code == 200, document.text
+    key = document.json()
+    answer = api.get(ROPE_ND, params={**query, "format": "raw"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-dtype"] == "float32"
+    head = key["head_dim"]
+    assert answer.headers["x-shape"] == f"2,{key['tokens']},{head}"
+    cos, sin = load(answer)
+    pairs = np.arange(head // 2)
+    first, other = (
+        (2 * pairs, 2 * pairs + 1)
+        if key["layout"] == "interleaved"
+        else (
+            pairs,
+            pairs + head // 2,
+        )
+    )
+    assert np.array_equal(cos[:, first], cos[:, other])  # a pair's members share their cos
+    angles = np.arctan2(sin[:, first], cos[:, first])
+    sizes = key["grid"]
+    cells = angles[key["text_tokens"] :].reshape(*sizes, head // 2)  # row-major
+    assert key["tokens"] == key["text_tokens"] + math.prod(sizes)
+    axis_of = np.repeat(np.arange(len(key["axes_dim"])), np.array(key["axes_dim"]) // 2)
+    # the grid's axes are the ids' last ones (FLUX's first id is 0 for every cell)
+    own = {k: k - (len(key["axes_dim"]) - len(sizes)) for k in range(len(key["axes_dim"]))}
+    for k in range(len(key["axes_dim"])):
+        chosen = cells[..., axis_of == k]
+        for g in range(len(sizes)):
+            moves = np.any(np.diff(chosen, axis=g) != 0)
+            assert moves == (g == own[k]), (k, g)
+
+
 def _rows_at(api: httpx.Client, values: list[float], **query: str) -> np.ndarray[Any, Any]:
     answer = api.post(
         f"{TIMESTEP}/positions",
@@ -366,6 +455,15 @@ def test_the_views_ask_for_raw_answers_from_their_endpoints(api: httpx.Client) -
     assert "E.familyPresets(name, name," in grids
     assert "E.fetchRows(" in grids
     assert grids.count("E.drawGrid(") == 2  # the table, and a column over the grid
+    multi = api.get("/explorer/ropend.js").text
+    assert f'const TABLE = "{ROPE_ND}";' in multi
+    assert multi.count('format: "raw"') == 2  # the table, and a grid's row
+    assert re.findall(r"format: \"json\"", multi) == ['format: "json"']
+    assert 'start: 0, stop: 1, format: "json"' in multi
+    assert 'E.familyPresets("rope-nd", VIEW,' in multi
+    assert "E.fetchRows(" in multi
+    assert multi.count("scale: E.ANGLES") == 2  # angles in the cyclic map, as rope.js's
+    assert "const LUT = E.ANGLES.lut;" in rope
 
 
 def test_the_audit_and_compare_views_read_json_answers(api: httpx.Client) -> None:
@@ -400,9 +498,9 @@ def test_the_audit_views_defaults_are_llama_31s(api: httpx.Client) -> None:
     Llama 3.1's, shown first); the grids' audits take no max_len (a 422 names it), and the
     view sends none for them."""
     families, max_len, defaults = _audit_defaults(api)
-    assert families == ["rotary", "sinusoidal", "timestep", *GRIDS]
-    assert _gridded(api) == list(GRIDS)
-    for family in GRIDS:
+    assert families == ["rotary", "sinusoidal", "timestep", *GRIDS, "rope-nd"]
+    assert _gridded(api) == [*GRIDS, "rope-nd"]
+    for family in _gridded(api):
         refused = api.get(f"/v1/audit/{family}?{defaults[family]}&max_len={max_len}")
         assert_problem(refused, 422, "max_len")
     script = api.get("/explorer/audit.js").text

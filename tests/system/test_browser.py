@@ -478,6 +478,62 @@ def test_the_sincos_view_draws_a_grids_halves_and_a_frame(visit: Visit) -> None:
     assert visit.errors == []
 
 
+ROPE_ND: Final = "/v1/encodings/rope-nd"
+
+
+def test_the_ropend_view_draws_flux_and_a_wan_frame(visit: Visit) -> None:
+    """The multi-axis RoPE view lists the service's presets, draws FLUX's tables (raw, cos
+    and sin) with its text tokens first, a token's columns named by their grid cell, and a
+    pair's angle at each cell, the service's; Wan's video: a frame chosen, and the link to
+    its audit, which the audit view draws without max_len."""
+    page = visit.page
+    flux = {"preset": "flux", "grid": "8,12", "text_tokens": "4"}
+    page.goto(f"{visit.url}/?view=ropend&{urlencode(flux)}&token=30&pair=40")
+    page.wait_for_selector('#ropend-view[data-state="ready"]')
+    listed = page.eval_on_selector_all("#ropend-preset option", "o => o.map(e => e.value)")
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
+        presets = http.get("/v1/presets").json()["families"]["rope-nd"]
+        # the angles as ropend.js takes them: atan2 in float64, kept in float32
+        cos, sin = load(http.get(ROPE_ND, params={**flux, "format": "npy"})).astype(np.float64)
+    assert listed == [preset["name"] for preset in presets]
+    assert page.is_disabled("#ropend-theta")  # fixed by the preset
+    assert page.is_enabled("#ropend-text_tokens")
+    assert visit.dataset("#ropend-view")["textTokens"] == "4"
+    axes = page.text_content("#ropend-axes")
+    assert axes == "axis 0: pairs 0–7, axis 1: pairs 8–35, axis 2: pairs 36–63; tokens 0–3: text"
+    assert page.text_content("#ropend-where") == "token 30: grid row 2, column 2"  # 4 + 26
+    assert visit.distinct_colours("ropend-heatmap") > 100
+    shown = visit.hover("ropend-heatmap", 0.7, 0.6)
+    token, pair = int(shown["position"]), int(shown["pair"])
+    angle = np.arctan2(sin[token, 2 * pair], cos[token, 2 * pair])
+    assert np.float32(shown["value"]) == np.float32(angle)
+    page.locator("#ropend-grid-angles").scroll_into_view_if_needed()  # below the fold
+    shown = visit.hover("ropend-grid-angles", 0.9, 0.2)  # grid row 1, column 10
+    assert (shown["row"], shown["column"], shown["position"]) == ("1", "10", str(4 + 22))
+    angle = np.arctan2(sin[26, 80], cos[26, 80])  # pair 40: columns 80, 81
+    assert np.float32(shown["value"]) == np.float32(angle) != 0
+    wan = {"preset": "wan", "grid": "3,4,6"}
+    page.goto(f"{visit.url}/?view=ropend&{urlencode(wan)}&pair=5&frame=2")
+    page.wait_for_selector('#ropend-view[data-state="ready"]')
+    assert page.is_visible("#ropend-frame-control")
+    assert (page.text_content("#ropend-grid-note") or "").endswith("of frame 2")
+    page.fill("#ropend-frame", "1")
+    page.wait_for_selector("#ropend-grid-note:text-matches('of frame 1$')")
+    assert "frame=1" in page.url
+    assert all(
+        "format=raw" in u
+        for u in visit.requests
+        if urlsplit(u).path == ROPE_ND and "format=json" not in u
+    )
+    page.click("#ropend-audit")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-family="rope-nd"]')
+    assert visit.dataset("#audit-view")["params"] == urlencode({**wan, "layout": "interleaved"})
+    assert page.is_disabled("#audit-max_len")
+    assert visit.distinct_colours("audit-plot") > 3
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
 @pytest.mark.parametrize(
     ("interleaved", "first"),
     [("false", [0, 0, 1, 1, 1, 2, 2, 2]), ("true", [0, 1, 2, 0, 1, 2, 0, 1])],
@@ -976,6 +1032,17 @@ REFUSED: Final = [
             ("#sincos-dim", "0"),
         ),
         id="sincos",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=ropend&grid=8,12",
+            "#ropend-view",
+            "#ropend-controls",
+            ["ropend-heatmap", "ropend-columns", "ropend-grid-angles"],
+            ["#ropend-axes", "#ropend-where", "#ropend-grid-note", "#ropend-curl"],
+            ("#ropend-grid", "0"),
+        ),
+        id="ropend",
     ),
     pytest.param(
         Drawn(

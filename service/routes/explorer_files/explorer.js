@@ -1,9 +1,10 @@
 // The explorer: fetches a table from the service's raw endpoint (little-endian float32 with
 // X-Shape) and draws it three ways on canvases. No libraries, no build step, no other host.
 // This script is the sinusoidal view and the switch between views; it lends its helpers to
-// the other views (rope.js, alibi.js, timestep.js, sincos.js, audit.js) as `window.explorer`, and starts
-// once they registered. A table of sines and cosines is drawn by `drawGrid` (the heatmap) and
-// `drawColumns` (chosen columns as lines), whichever view fetched it.
+// the other views (rope.js, alibi.js, timestep.js, sincos.js, ropend.js, audit.js) as
+// `window.explorer`, and starts once they registered. A table of sines and cosines is drawn
+// by `drawGrid` (the heatmap; angles too, in `ANGLES`) and `drawColumns` (chosen columns as
+// lines), whichever view fetched it.
 // A table too long to hold is drawn from every step-th position (`sampling`), each fetched
 // as a one-row slice, and the page says so. The curl commands a view offers keep within the
 // service's PE_MAX_ELEMENTS, which the page is served with (`curlCommand`). A refused request
