@@ -754,7 +754,8 @@ def test_the_views_keep_under_the_services_element_limit(browser: Browser) -> No
 
 # each view with a table over PE_MAX_ELEMENTS = 100,000, its curl command's file, the rows
 # the limit allows of it, and the shape saved: sinusoidal 2048 × 512, RoPE 2048 × (64 cos, 64
-# sin), ALiBi 8 heads × 256 queries × 256 keys, timestep 1000 × 256
+# sin), ALiBi 8 heads × 256 queries × 256 keys, timestep 1000 × 256, a sin-cos grid 1,536
+# tokens × 1152, FLUX's RoPE 4,096 tokens × (128 cos, 128 sin)
 _OVER: Final = [
     pytest.param("/?max_len=2048&d_model=512", "", "pe.npy", 195, (195, 512), id="sinusoidal"),
     pytest.param(
@@ -768,6 +769,17 @@ _OVER: Final = [
         390,
         (390, 256),
         id="timestep",
+    ),
+    pytest.param(
+        "/?view=sincos&height=32&width=48&dim=1152",
+        "sincos-",
+        "sincos-2d.npy",
+        86,
+        (86, 1152),
+        id="sincos",
+    ),
+    pytest.param(
+        "/?view=ropend&grid=64,64", "ropend-", "rope-nd.npz", 390, (390, 128), id="ropend"
     ),
 ]
 
