@@ -27,7 +27,7 @@ from service.server import supervision
 from service.server.edge import Edge
 from service.server.pacing import BUFFERED_BYTES
 from service.settings import Settings, from_environment
-from service.web import compare, examples, openapi, problems
+from service.web import compare, examples, openapi, problems, verify
 from service.web.declared import Declared
 from service.web.deps import single_valued
 from service.web.families import readers, router
@@ -84,7 +84,7 @@ def create_app(
     kernels.use(settings.library_engine)
     served = [*FAMILIES, *families]
     # the families known to the registry; compare last, as it always was, for all of them
-    routers = [*ROUTERS, *map(router, families), compare.router(served)]
+    routers = [*ROUTERS, *map(router, families), compare.router(served), verify.router(served)]
     tables = preload.checked(settings, readers(served))
 
     # the running runtime, as replay reads it on every request: app.state's attribute

@@ -259,3 +259,40 @@ def _leaves(value: Any) -> Any:
     while value and type(value[0]) is list:
         value = list(itertools.chain.from_iterable(value))
     return value
+
+
+# what a posted table's JSON body holds: its arrays, where its rows are, and the claim
+TABLE_ARRAYS: Final = ("cos", "sin", "data")
+TABLE_FIELDS: Final = (
+    *TABLE_ARRAYS,
+    "dtype",
+    "position_ids",
+    "start",
+    "family",
+    "parameters",
+    "config",
+)
+
+
+def table(
+    body: bytes | bytearray, numbers: Limit
+) -> tuple[dict[str, Any], dict[str, NDArray[Any]]]:
+    """A posted table (``POST /v1/verify``, ``/v1/identify``): ``{"cos": [[...]], "sin":
+    [[...]]}`` or ``{"data": [[...]]}`` as arrays of ``dtype`` (float32 unless the body
+    says: the numbers a float32 table's JSON holds are its values' shortest texts),
+    ``position_ids`` as int64, and the document's other fields (the claim) as they are;
+    bounded as :func:`decode`'s."""
+    document = _document(
+        body, numbers, TABLE_FIELDS, 'must be a JSON object: {"cos": [...], "sin": [...]}'
+    )
+    dtype = document.pop("dtype", "float32")
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise InvalidInput("dtype", "must be float16, float32 or float64")
+    arrays = {
+        name: floats(document.pop(name), name, dtype)
+        for name in TABLE_ARRAYS
+        if document.get(name) is not None
+    }
+    if document.get("position_ids") is not None:
+        arrays["position_ids"] = integers(document.pop("position_ids"), "position_ids")
+    return document, arrays

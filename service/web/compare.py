@@ -12,8 +12,8 @@ entries are reduced to its pixels as they are computed."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Final, Literal, NamedTuple
+from collections.abc import Iterable
+from typing import Annotated, Any, Final, Literal
 
 import anyio
 import numpy as np
@@ -28,28 +28,18 @@ from service.audit import compare
 from service.audit import paths as audit_paths
 from service.codecs.types import Encoded
 from service.encodings import registry
-from service.encodings.registry import Key
 from service.errors import InvalidInput
 from service.runtime import Runtime
 from service.schemas.hf_config import read_config
 from service.settings import POSITION_CEILING
-from service.web import openapi
+from service.web import openapi, tables
 from service.web.answers import MEDIA, Offer, Plan, answer
 from service.web.declared import Declared
 from service.web.deps import RuntimeDep
-from service.web.documents import in_table, posted_document, read_fields
+from service.web.documents import posted_document
+from service.web.tables import Spec, Table
 
 PATH: Final = "/v1/compare"
-
-
-class Table(BaseModel):
-    """One table: a family and its ``GET`` parameters, or a config and from-config's."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    family: str = Field(description="rotary, sinusoidal or temperature.")
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    config: dict[str, Any] | None = Field(None, description="A model's config.json.")
 
 
 class Comparison(BaseModel):
@@ -67,15 +57,6 @@ class Comparison(BaseModel):
 DRAWN_ROWS: Final = 512
 CompareFormat = Literal["json", "png"]
 _FORMATS: Final[tuple[CompareFormat, ...]] = ("json", "png")
-# the comparison's own fields, which a table's parameters must not hold (they were ignored)
-_COMPARISON_FIELDS: Final = ("start", "stop", "format")
-
-
-class Spec(NamedTuple):
-    """A table to compare: its key, and how the picture's title names it."""
-
-    key: Key
-    said: str
 
 
 def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
@@ -104,8 +85,8 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
         size, asked = await posted_document(request, runtime, _measured)
         if asked.stop <= asked.start:
             raise InvalidInput("stop", f"must be above start ({asked.start})")
-        a = await _spec(runtime, known, asked.a, "a", asked.stop, size)
-        b = await _spec(runtime, known, asked.b, "b", asked.stop, size)
+        a = await tables.spec_of(runtime, known, asked.a, "a", asked.stop, size)
+        b = await tables.spec_of(runtime, known, asked.b, "b", asked.stop, size)
         # the entries a position has, from the keys: no row computed on the event loop
         width_a, width_b = audit_paths.width(a.key), audit_paths.width(b.key)
         if width_a != width_b:
@@ -177,15 +158,6 @@ def _measured(body: bytes | bytearray) -> tuple[int, Comparison]:
         raise RequestValidationError(errors) from None
 
 
-def _query(
-    declared: Declared[Any, Any], name: str, table: Table, parameters: dict[str, Any]
-) -> Any:
-    """The table's query made from ``parameters``, its refusals located in the body: a
-    worker's, as parameters as many as a body holds (87,000 unknown ones: 0.5 s) are."""
-    with in_table(name, table.parameters, table.config is not None):
-        return declared.query.model_validate(parameters)
-
-
 def _cost(a: Spec, b: Spec, positions: int) -> tuple[int, bool]:
     """What computing ``positions`` positions of each table costs: its numbers (its lane),
     and whether it takes a turn of the large answers (its rows pass their bytes, as a large
@@ -226,69 +198,3 @@ async def _picture(
         )
         draw = functools.partial(plots.difference, matrix, rows, columns, title=title)
         return await anyio.to_thread.run_sync(draw, limiter=runtime.painter)
-
-
-async def _spec(
-    runtime: Runtime,
-    known: Mapping[str, Declared[Any, Any]],
-    table: Table,
-    name: str,
-    stop: int,
-    size: int,
-) -> Spec:
-    """The key ``table`` names, and its parameters said shortly; its refusals located in
-    the body (``a.parameters.base``, ``a.config.rope_theta``). A config (its share of the
-    body's ``size`` bytes) is read in the lane that size takes."""
-    declared = known.get(table.family)
-    if declared is None:
-        raise InvalidInput(f"{name}.family", f"must be one of {', '.join(known)}")
-    misplaced = [field for field in _COMPARISON_FIELDS if field in table.parameters]
-    if misplaced:
-        raise InvalidInput(
-            f"{name}.parameters.{misplaced[0]}",
-            "is the comparison's, not a table's: start and stop go beside a and b, format "
-            "in the query",
-        )
-    parameters = dict(table.parameters)
-    if table.config is not None:
-        spec = declared.from_document
-        if spec is None:
-            raise InvalidInput(f"{name}.config", f"{table.family} tables are not read from configs")
-        with in_table(name, parameters, table.config is not None):
-            # those from-config takes checked as it checks them (head_dim_key a string)
-            reading = {
-                key: value for key, value in parameters.items() if key in spec.query.model_fields
-            }
-            checked = spec.query.model_validate(reading).model_dump(exclude_unset=True)
-            asked = {**parameters, **checked}
-            read = await read_fields(runtime, spec, table.config, asked, size)
-        several = spec.several(read)
-        if several is not None:
-            raise InvalidInput(f"{name}.parameters.layer_type", f"{several}: name one")
-        with in_table(name, table.parameters, True):
-            # the range compared is the table's length where neither says one
-            parameters = spec.parameters(read, parameters, under={"max_len": stop})
-    if "max_len" in declared.query.model_fields:  # not a grid's, whose rows its grid says
-        parameters.setdefault("max_len", stop)
-    query = await runtime.compute(len(parameters), _query, declared, name, table, parameters)
-    with in_table(name, table.parameters, table.config is not None):
-        key: Key = await declared.key_of(runtime, query)
-    rows = declared.block(query, key).max_len
-    if stop > rows:
-        raise InvalidInput("stop", f"is past the {rows} rows of {name}'s table")
-    given = query.model_dump(exclude_unset=True)
-    if given.get("max_len") == stop:
-        del given["max_len"]  # the range compared says it
-    # what each table must say first (its width), then the rest
-    fields = declared.query.model_fields
-    required = {each for each, field in fields.items() if field.is_required()}
-    shown = sorted(given, key=lambda field: field not in required)
-    said = " ".join(f"{field}={_shown(given[field])}" for field in shown)
-    return Spec(key, f"{table.family} {said}".strip())
-
-
-def _shown(value: Any) -> str:
-    """A parameter's value as a title says it: ``10000`` for ``10000.0``."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
-        return str(int(value))
-    return str(value)

@@ -18,6 +18,26 @@ class Example(NamedTuple):
     parameters: dict[str, Any]
 
 
+# the paper's table (d_model 8), rows 0 to 3, as GET /v1/encodings/sinusoidal writes them
+_PAPER_ROWS: Final = [
+    [0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+    [0.84147096, 0.5403023, 0.099833414, 0.9950042, 0.009999833, 0.99995, 0.0009999998, 0.9999995],
+    [0.9092974, -0.41614684, 0.19866933, 0.9800666, 0.019998666, 0.9998, 0.0019999987, 0.999998],
+    [0.14112, -0.9899925, 0.29552022, 0.9553365, 0.029995501, 0.99955004, 0.0029999956, 0.9999955],
+]
+# a rotary table (head_dim 8, base 10000), positions 0 to 3
+_ROTARY_COS: Final = [
+    [1.0] * 8,
+    [0.5403023, 0.9950042, 0.99995, 0.9999995] * 2,
+    [-0.41614684, 0.9800666, 0.9998, 0.999998] * 2,
+    [-0.9899925, 0.9553365, 0.99955004, 0.9999955] * 2,
+]
+_ROTARY_SIN: Final = [
+    [0.0] * 8,
+    [0.84147096, 0.09983342, 0.009999833, 0.0009999999] * 2,
+    [0.9092974, 0.19866933, 0.019998666, 0.0019999987] * 2,
+    [0.14112, 0.29552022, 0.0299955, 0.0029999956] * 2,
+]
 # Llama 3.1 8B's config.json, the fields from-config and the audit read (and its dtype)
 _LLAMA_31: Final[dict[str, Any]] = {
     "model_type": "llama",
@@ -220,6 +240,32 @@ EXAMPLES: Final = {
                     "start": 4096,
                     "stop": 16384,
                 },
+            )
+        },
+        {},
+    ),
+    "verifyTable": Example(
+        {
+            "sinusoidal": (
+                "The paper's table of width 8, four rows, as a port computed it",
+                {"family": "sinusoidal", "parameters": {"d_model": 8}, "data": _PAPER_ROWS},
+            ),
+            "swapped": (
+                "The same rows with sin and cos swapped: diagnosed",
+                {
+                    "family": "sinusoidal",
+                    "parameters": {"d_model": 8},
+                    "data": [[row[i ^ 1] for i in range(8)] for row in _PAPER_ROWS],
+                },
+            ),
+        },
+        {},
+    ),
+    "identifyTable": Example(
+        {
+            "rotary": (
+                "A rotary table of head_dim 8, four positions: named as its GET",
+                {"cos": _ROTARY_COS, "sin": _ROTARY_SIN},
             )
         },
         {},

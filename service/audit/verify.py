@@ -1,0 +1,710 @@
+"""A client's own table against the table a claim names (a family's ``GET`` parameters):
+whether they match, and how (bit for bit, within the library rounding's bound, within a
+narrow dtype's rounding), the difference by position band, and when they differ, which of
+the known mistakes explains it.
+
+Every posted row is compared, a chunk of rows at a time (:data:`CHUNK_ENTRIES` entries of
+each table at once): verification costs O(entries) and holds a few numbers a row besides.
+
+The bound of ``library`` is a row's, around the claimed table: twice what separates the
+library's table from the exact one (for turned pairs the ``device`` envelope,
+:mod:`.envelope`, which bounds a GPU's table and the CPU's alike; for other families the
+library's error measured on the audit's sample of each position band), plus 2^-22 of the
+row's magnitude. A table computed in float64, on a GPU or by the library on a CPU is
+within it; a table with any mistake below is not, from the position where the mistake
+matters. No exact table is computed but on that sample: verifying costs about what
+computing the claimed table twice does.
+
+A mistake is a record (:data:`MISTAKES`): the trials it makes from the claim (another
+``GET``'s parameters, an audit path's arithmetic, rows moved or a transform of the claimed
+rows); a trial is kept when the posted table is within the bound of it at every row, that is,
+when correcting for it leaves no difference beyond the rounding. Trials are first tried on
+the positions an audit samples (:func:`.bands.plan`), and only those that hold there are
+checked on every row."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from service.audit import bands, envelope, paths
+from service.encodings import registry
+from service.encodings.registry import Key
+from service.errors import InvalidParameter
+
+Values = NDArray[np.float64]
+Match = Literal["bitwise", "library", "float16", "bfloat16", "different"]
+# the entries of each table computed at once
+CHUNK_ENTRIES: Final = 1 << 20
+# a row's bound beyond the library's own error: 2^-22 of its magnitude (four float32 ulps
+# of an entry of 1, where the libraries' sin and cos are documented within two)
+_RELATIVE: Final = 2.0**-22
+# the names of a base, by family parameter
+BASES: Final = ("base", "theta", "max_period", "temperature")
+# the bases tried besides one read from the table (the libraries' and models' usual ones)
+COMMON_BASES: Final = (1e4, 1e5, 5e5, 1e6, 5e6, 1e7, 1e8)
+SHIFTS: Final = (-2, -1, 1, 2)
+# how many distinct mistakes an answer lists, at most
+MAX_DIAGNOSES: Final = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """A client's table: its rows in the family's layout (the named arrays side by side,
+    as float64), the element type it was sent in, and the position of each row."""
+
+    rows: Values
+    dtype: str
+    positions: NDArray[np.int64]
+
+    @property
+    def width(self) -> int:
+        return int(self.rows.shape[1])
+
+
+Make = Callable[[Mapping[str, Any]], Key]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What the table should be: its family, the ``GET``'s parameters that name it, their
+    key, and how another ``GET``'s parameters make a key (raising ``ValueError`` or the
+    service's :class:`service.errors.InvalidParameter` for parameters it refuses)."""
+
+    family: str
+    parameters: Mapping[str, Any]
+    key: Key
+    make: Callable[[Mapping[str, Any]], Key]
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One way a mistake may have made the posted table: the ``GET``'s parameters that
+    reproduce it (``changes`` over the claim's; ``None`` drops one), rows moved by ``shift``
+    positions, or, where no parameter says it, the entries at positions (``values``: an
+    audit path's or a transform of the claimed rows), said by ``note``."""
+
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    shift: int = 0
+    values: Callable[[NDArray[np.int64]], Values] | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Mistake:
+    """A known mistake: its name, what it is, and the trials it makes of a claim and a
+    posted table."""
+
+    name: str
+    description: str
+    trials: Callable[[Claim, Posted], Iterable[Trial]]
+
+
+def width_of(key: Key) -> int:
+    """The width of a posted row for ``key``: its named arrays side by side."""
+    return int(key.width)
+
+
+def rows_at(key: Key, positions: NDArray[np.int64]) -> Values:
+    return np.asarray(registry.take(key, positions), np.float64)
+
+
+def _chunks(count: int, width: int) -> Iterator[slice]:
+    step = max(1, CHUNK_ENTRIES // max(1, width))
+    for begin in range(0, count, step):
+        yield slice(begin, min(count, begin + step))
+
+
+def _library_error(key: Key, positions: NDArray[np.int64]) -> Values:
+    """How far the library's table is from the exact one at each position: the device
+    envelope for turned pairs; else the largest error measured, in each position band, on
+    the positions an audit samples there."""
+    if paths.angles(key) is not None:
+        envelope_error: Values = envelope.bounds(key, positions)[0].max(axis=1)
+        return envelope_error
+    spans = bands.bands(int(positions.max()) + 1)
+    sampled = bands.plan(
+        [span for span in spans if ((positions >= span.start) & (positions < span.stop)).any()]
+    )
+    error = np.zeros(len(positions))
+    exact = paths.exact(key, sampled)
+    library = paths.entries(key, registry.take(paths.library_key(key), sampled))
+    with np.errstate(invalid="ignore"):
+        measured = np.nan_to_num(np.abs(library - exact), nan=0.0, posinf=0.0).max(axis=1)
+    for span in spans:
+        inside = (sampled >= span.start) & (sampled < span.stop)
+        if inside.any():
+            rows = (positions >= span.start) & (positions < span.stop)
+            error[rows] = measured[inside].max()
+    return error
+
+
+def _ulps(values: Values, dtype: str) -> Values:
+    """One ulp of each entry in ``dtype`` (bfloat16: float32's spacing times 2^16)."""
+    magnitude = np.abs(values)
+    if dtype == "float16":
+        with np.errstate(over="ignore"):
+            spacing = np.spacing(magnitude.astype(np.float16)).astype(np.float64)
+        return np.where(np.isfinite(spacing), spacing, np.inf)
+    return np.spacing(magnitude.astype(np.float32)).astype(np.float64) * 65536.0
+
+
+@dataclass(slots=True)
+class _Rows:
+    """Per posted row: the largest and summed difference from the claimed table, its
+    largest excess over the row's bound (plain, and allowing a float16 or bfloat16 ulp of
+    each entry), whether it is finite, and its largest angle drift; and whether the table
+    is the claimed one bit for bit."""
+
+    largest: Values
+    sums: Values
+    excess: dict[str, Values]
+    finite: NDArray[np.bool_]
+    drift: Values | None
+    equal: bool
+
+
+def _measure(claim: Claim, posted: Posted, error: Values) -> _Rows:
+    """The posted rows against the claimed ones, a chunk at a time; ``error``: the
+    library's error at each posted row (:func:`_library_error`)."""
+    key, count = claim.key, len(posted.positions)
+    largest, sums = np.empty(count), np.empty(count)
+    excess = {kind: np.empty(count) for kind in ("library", "float16", "bfloat16")}
+    finite: NDArray[np.bool_] = np.asarray(np.isfinite(posted.rows).all(axis=1))
+    turning = paths.angles(key) is not None
+    drift = np.empty(count) if turning else None
+    equal = posted.dtype == str(key.dtype)
+    for part in _chunks(count, posted.width):
+        at, mine = posted.positions[part], posted.rows[part]
+        expected = rows_at(key, at)
+        with np.errstate(invalid="ignore"):
+            difference = np.abs(mine - expected)
+        equal = equal and bool(np.array_equal(mine, expected))
+        difference[~np.isfinite(difference)] = np.inf
+        largest[part], sums[part] = difference.max(axis=1), difference.sum(axis=1)
+        bound = _bound(error[part], expected)[:, None]
+        excess["library"][part] = (difference - bound).max(axis=1)
+        for dtype in ("float16", "bfloat16"):
+            excess[dtype][part] = (difference - bound - _ulps(expected, dtype)).max(axis=1)
+        if drift is not None:
+            drift[part] = _drift(paths.entries(key, expected), paths.entries(key, mine))
+    return _Rows(largest, sums, excess, finite, drift, equal)
+
+
+def _bound(error: Values, claimed: Values) -> Values:
+    """Each row's bound around the claimed rows: twice the library's error, plus 2^-22 of
+    the row's magnitude."""
+    with np.errstate(invalid="ignore"):
+        magnitude = np.maximum(1.0, np.fmax.reduce(np.abs(claimed), axis=1))
+    bound: Values = 2 * error + _RELATIVE * magnitude
+    return bound
+
+
+def _drift(expected: Values, given: Values) -> Values:
+    """Each row's largest angle between a pair as claimed and as posted (entries: each
+    pair's cos, then its sin)."""
+    half = expected.shape[1] // 2
+    with np.errstate(invalid="ignore"):
+        turned = np.arctan2(given[:, half:], given[:, :half])
+        turned -= np.arctan2(expected[:, half:], expected[:, :half])
+        angle = np.abs((turned + np.pi) % (2 * np.pi) - np.pi)
+    angle[~np.isfinite(angle)] = np.pi
+    drift: Values = angle.max(axis=1)
+    return drift
+
+
+def _match(rows: _Rows) -> Match:
+    if rows.equal and rows.finite.all():
+        return "bitwise"
+    kinds: tuple[Match, ...] = ("library", "float16", "bfloat16")
+    for kind in kinds:
+        if (rows.excess[kind] <= 0).all():
+            return kind
+    return "different"
+
+
+def _label(threshold: float) -> str:
+    return f"1e{round(math.log10(threshold))}"
+
+
+def _bands(posted: Posted, rows: _Rows) -> list[dict[str, Any]]:
+    positions = posted.positions
+    out = []
+    for span in bands.bands(int(positions.max()) + 1):
+        inside = (positions >= span.start) & (positions < span.stop)
+        count = int(inside.sum())
+        if not count:
+            continue
+        band: dict[str, Any] = {
+            "start": span.start,
+            "stop": span.stop,
+            "rows": count,
+            "max_difference": _number(float(rows.largest[inside].max())),
+            "mean_difference": _number(float(rows.sums[inside].sum() / (count * posted.width))),
+        }
+        if rows.drift is not None:
+            band["max_angle_drift"] = _number(float(rows.drift[inside].max()))
+        out.append(band)
+    return out
+
+
+def _number(value: float) -> float | None:
+    """A JSON number: ``None`` where the difference is infinite (a non-finite entry)."""
+    return value if math.isfinite(value) else None
+
+
+def _first(positions: NDArray[np.int64], hits: NDArray[np.bool_]) -> int | None:
+    return int(positions[hits].min()) if hits.any() else None
+
+
+def verify(claim: Claim, posted: Posted, diagnosing: bool = True) -> dict[str, Any]:
+    """The posted table against the claim: ``match``, ``bands``, ``first_over``, the first
+    pair pointing the wrong way (turned pairs), where non-finite entries are, and, unless
+    it matches, the mistakes that explain the difference (:func:`diagnose`)."""
+    claimed = {"family": claim.family, "parameters": said(claim.parameters)}
+    error = _library_error(claim.key, posted.positions)
+    expected = width_of(claim.key)
+    if posted.width != expected:
+        return {
+            "match": "different",
+            "claim": claimed,
+            "rows": len(posted.positions),
+            "shape": {"posted_width": posted.width, "claimed_width": expected},
+            "bands": [],
+            "first_over": {},
+            "non_finite": _non_finite(posted),
+            "diagnoses": diagnose(claim, posted, error) if diagnosing else [],
+        }
+    rows = _measure(claim, posted, error)
+    match = _match(rows)
+    answer: dict[str, Any] = {
+        "match": match,
+        "claim": claimed,
+        "rows": len(posted.positions),
+        "bands": _bands(posted, rows),
+        "first_over": {
+            _label(t): _first(posted.positions, rows.largest > t) for t in bands.THRESHOLDS
+        },
+    }
+    if rows.drift is not None:
+        answer["first_wrong_way"] = _first(posted.positions, rows.drift > np.pi / 2)
+    answer["non_finite"] = _non_finite(posted)
+    wanted = diagnosing and match not in ("bitwise", "library")
+    answer["diagnoses"] = diagnose(claim, posted, error) if wanted else []
+    return answer
+
+
+def _non_finite(posted: Posted) -> dict[str, Any] | None:
+    """Where the posted table holds NaN or infinity: how many entries, and the first rows'
+    positions (data, not an error)."""
+    bad = ~np.isfinite(posted.rows)
+    count = int(bad.sum())
+    if not count:
+        return None
+    at = np.unique(posted.positions[bad.any(axis=1)])
+    return {"entries": count, "first_positions": at[:10].tolist()}
+
+
+# -- the mistakes ------------------------------------------------------------------------
+
+
+def _fields(claim: Claim) -> Mapping[str, Any]:
+    return claim.parameters
+
+
+def _toggled(name: str) -> Callable[[Claim, Posted], Iterable[Trial]]:
+    """A boolean parameter given the other way."""
+
+    def trials(claim: Claim, posted: Posted) -> Iterable[Trial]:
+        fields = getattr(claim.key, "__dataclass_fields__", {})
+        current = getattr(claim.key, name, claim.parameters.get(name))
+        if name in fields or name in claim.parameters:
+            yield Trial({name: not bool(current)})
+
+    return trials
+
+
+def _other(name: str, values: Sequence[Any]) -> Callable[[Claim, Posted], Iterable[Trial]]:
+    """A parameter given another of ``values``."""
+
+    def trials(claim: Claim, posted: Posted) -> Iterable[Trial]:
+        current = getattr(claim.key, name, claim.parameters.get(name))
+        for value in values:
+            if value != current:
+                yield Trial({name: value})
+
+    return trials
+
+
+def _transformed(
+    transform: Callable[[Values, Key], Values | None], note: str
+) -> Callable[[Claim, Posted], Iterable[Trial]]:
+    """The claimed rows changed by ``transform`` (``None``: it does not apply)."""
+
+    def trials(claim: Claim, posted: Posted) -> Iterable[Trial]:
+        key = claim.key
+        probe = transform(np.zeros((1, width_of(key))), key)
+        if probe is None:
+            return
+
+        def values(positions: NDArray[np.int64]) -> Values:
+            moved = transform(rows_at(key, positions), key)
+            assert moved is not None
+            return paths.entries(key, moved)
+
+        yield Trial(values=values, note=note)
+
+    return trials
+
+
+def _swap_halves(rows: Values, key: Key) -> Values | None:
+    width = rows.shape[1]
+    if width % 2:
+        return None
+    half = width // 2
+    return np.concatenate([rows[:, half:], rows[:, :half]], axis=1)
+
+
+def _swap_arrays(rows: Values, key: Key) -> Values | None:
+    return _swap_halves(rows, key) if len(registry.arrays(key)) == 2 else None
+
+
+def _swap_pairs(rows: Values, key: Key) -> Values | None:
+    """Each pair of columns ``(2i, 2i+1)`` swapped: an interleaved table's sin and cos."""
+    if registry.arrays(key) or rows.shape[1] % 2:
+        return None
+    out = rows.copy()
+    out[:, 0::2], out[:, 1::2] = rows[:, 1::2], rows[:, 0::2]
+    return out
+
+
+def _flip_single(rows: Values, key: Key) -> Values | None:
+    return _swap_halves(rows, key) if not registry.arrays(key) else None
+
+
+def _path(name: str) -> Callable[[Claim, Posted], Iterable[Trial]]:
+    """The arithmetic of the audit's path ``name`` (:mod:`.paths`), where the family has it."""
+
+    def trials(claim: Claim, posted: Posted) -> Iterable[Trial]:
+        found = [each for each in paths.paths_of(claim.key) if each.name == name]
+        if found:
+            yield Trial(values=_along(found[0], claim.key), note=f"the audit's {name} path")
+
+    return trials
+
+
+def _along(path: paths.Path, key: Key) -> Callable[[NDArray[np.int64]], Values]:
+    def values(positions: NDArray[np.int64]) -> Values:
+        with np.errstate(all="ignore"):
+            return path.values(key, positions)
+
+    return values
+
+
+def _bases(claim: Claim, posted: Posted) -> Iterable[Trial]:
+    name = next((each for each in BASES if each in _query_fields(claim)), None)
+    if name is None:
+        return
+    current = getattr(claim.key, name, claim.parameters.get(name))
+    tried = set()
+    from service.audit import identify  # the estimate reads the posted table's angles
+
+    read = identify.base_of(claim, posted)
+    for value in ((read,) if read is not None else ()) + COMMON_BASES:
+        if value in tried or (current is not None and math.isclose(value, float(current))):
+            continue
+        tried.add(value)
+        yield Trial({name: value})
+
+
+def _query_fields(claim: Claim) -> set[str]:
+    """The parameters a claim's family takes, as far as its key and its parameters say."""
+    return set(getattr(claim.key, "__dataclass_fields__", {})) | set(claim.parameters)
+
+
+def _shifted(claim: Claim, posted: Posted) -> Iterable[Trial]:
+    from service.audit import identify
+
+    read = identify.offset_of(claim, posted)
+    for shift in ((read,) if read not in (None, 0) else ()) + SHIFTS:
+        if int(posted.positions.min()) + shift >= 0:
+            yield Trial(shift=shift)
+
+
+def _scalings(claim: Claim, posted: Posted) -> Iterable[Trial]:
+    if claim.family != "rotary":
+        return
+    from service.audit import identify
+
+    if claim.parameters.get("scaling", "none") != "none":
+        yield Trial(dict.fromkeys(identify.SCALING_FIELDS) | {"scaling": "none"})
+    for changes in identify.scalings_of(claim, posted):
+        # longrope's factors, read from the table, reproduce any frequencies: a diagnosis
+        # only where the claim is longrope's
+        if changes["scaling"] != "longrope" or claim.parameters.get("scaling") == "longrope":
+            yield Trial(changes)
+
+
+def _widths(claim: Claim, posted: Posted) -> Iterable[Trial]:
+    """The rotated width the posted table has: ``head_dim`` or ``partial_rotary_factor``."""
+    arrays = max(1, len(registry.arrays(claim.key)))
+    if posted.width % arrays:
+        return
+    width = posted.width // arrays
+    if claim.family == "rotary":
+        head_dim = int(claim.parameters.get("head_dim", 0))
+        if posted.width != claim.key.width:
+            yield Trial({"head_dim": width, "partial_rotary_factor": None})
+            if head_dim and width < head_dim:
+                yield Trial({"partial_rotary_factor": width / head_dim})
+        return
+    for name in ("d_model", "dim"):
+        if name in claim.parameters and int(claim.parameters[name]) != width:
+            yield Trial({name: width})
+
+
+def _scale(claim: Claim, posted: Posted) -> Iterable[Trial]:
+    if claim.family != "sinusoidal" or "d_model" not in claim.parameters:
+        return
+    root = math.sqrt(int(claim.parameters["d_model"]))
+    current = claim.parameters.get("scale")
+    for value in (root, 1.0):
+        if current is None or not math.isclose(float(current), value):
+            yield Trial({"scale": value})
+
+
+MISTAKES: Final[tuple[Mistake, ...]] = (
+    Mistake(
+        "swapped-cos-sin",
+        "cos and sin swapped.",
+        lambda claim, posted: [
+            *_transformed(_swap_arrays, "cos and sin swapped")(claim, posted),
+            *_transformed(_swap_pairs, "each pair's columns swapped")(claim, posted),
+        ],
+    ),
+    Mistake(
+        "flipped-halves",
+        "The row's halves in the other order ([cos | sin] for [sin | cos]: "
+        "flip_sin_to_cos; a grid's [h | w] for [w | h]).",
+        lambda claim, posted: [
+            *_toggled("flip_sin_to_cos")(claim, posted),
+            *_toggled("reverse_coord")(claim, posted),
+            *_transformed(_flip_single, "the halves of each row swapped")(claim, posted),
+        ],
+    ),
+    Mistake(
+        "pairing",
+        "Half vs interleaved pairing: pair k is entries (k, k + d/2) or (2k, 2k + 1).",
+        lambda claim, posted: [
+            *(
+                _other("convention", ("half", "interleaved"))(claim, posted)
+                if claim.family == "rotary"
+                else ()
+            ),
+            *(
+                _other("layout", ("half", "interleaved"))(claim, posted)
+                if claim.family == "rope-nd"
+                else ()
+            ),
+            *_toggled("interleave_sin_cos")(claim, posted),
+            *(
+                _other("layout", ("interleaved", "split"))(claim, posted)
+                if claim.family == "sinusoidal"
+                else ()
+            ),
+        ],
+    ),
+    Mistake(
+        "rows-shifted",
+        "Rows shifted by k positions (fairseq's padding_idx + 1; counting from 1 instead of 0).",
+        _shifted,
+    ),
+    Mistake("base", "Another base (rope_theta, max_period, temperature).", _bases),
+    Mistake("scaling", "A scaling missing, or another one applied.", _scalings),
+    Mistake(
+        "width", "head_dim, partial_rotary_factor or the embedding width not as claimed.", _widths
+    ),
+    Mistake("scale", "The sqrt(d_model) scale applied, or not.", _scale),
+    Mistake(
+        "float32-positions",
+        "Positions cast to float32 before the product.",
+        _path("float32-positions"),
+    ),
+    Mistake(
+        "bf16-positions", "Positions cast to bfloat16 before the product.", _path("bf16-positions")
+    ),
+    Mistake(
+        "fp16-positions", "Positions cast to float16 before the product.", _path("fp16-positions")
+    ),
+    Mistake("bf16-timesteps", "Timesteps cast to bfloat16.", _path("bf16-timesteps")),
+    Mistake("fp16-timesteps", "Timesteps cast to float16.", _path("fp16-timesteps")),
+    Mistake("bf16-ids", "Position ids cast to bfloat16.", _path("bf16-ids")),
+    Mistake("fp16-ids", "Position ids cast to float16.", _path("fp16-ids")),
+    Mistake("bf16-table", "The table stored in bfloat16.", _path("bf16-table")),
+    Mistake("fp16-table", "The table stored in float16.", _path("fp16-table")),
+    Mistake(
+        "bf16-frequencies",
+        "The frequencies in bfloat16 before the product.",
+        _path("bf16-frequencies"),
+    ),
+)
+
+
+def _trial_key(claim: Claim, trial: Trial) -> tuple[Key, dict[str, Any]] | None:
+    """The trial's key and the parameters that reproduce it; None where the family refuses
+    them (a trial that cannot be)."""
+    parameters = {**claim.parameters}
+    for name, value in trial.changes.items():
+        if value is None:
+            parameters.pop(name, None)
+        else:
+            parameters[name] = value
+    if trial.shift:
+        parameters["start"] = int(parameters.get("start", 0)) + trial.shift
+    if not trial.changes:
+        return claim.key, parameters
+    try:
+        return claim.make(parameters), parameters
+    except (ValueError, TypeError, ArithmeticError, InvalidParameter):
+        return None
+
+
+def _trial_rows(
+    claim: Claim, trial: Trial, key: Key, positions: NDArray[np.int64]
+) -> tuple[Values, bool] | None:
+    """The trial's rows at ``positions``, and whether they are rows (else entries as the
+    audit compares them: an audit path's); None where its table has no rows there."""
+    if trial.values is not None:
+        return trial.values(positions), False
+    moved = positions + trial.shift
+    if moved.min() < 0:
+        return None
+    with np.errstate(all="ignore"):
+        return rows_at(key, moved), True
+
+
+def _against(
+    claim: Claim,
+    trial: Trial,
+    key: Key,
+    posted: Posted,
+    index: NDArray[np.intp],
+    error: Values,
+    allowed: str,
+    claimed: Values | None = None,
+) -> tuple[float, float, NDArray[np.int64]] | None:
+    """The posted rows ``index`` against the trial: the largest excess over their bound,
+    the largest difference, and the positions where the trial and the claim part beyond
+    it (``claimed``: the claim's rows there, where known); None where the trial makes no
+    rows there."""
+    positions = posted.positions[index]
+    try:
+        made = _trial_rows(claim, trial, key, positions)
+    except (ValueError, TypeError, ArithmeticError, InvalidParameter):
+        return None
+    if made is None:
+        return None
+    values, whole = made
+    if claimed is None:
+        claimed = rows_at(claim.key, positions)
+    given = posted.rows[index]
+    if not whole:
+        claimed, given = paths.entries(claim.key, claimed), paths.entries(claim.key, given)
+    if given.shape != values.shape:
+        return None
+    with np.errstate(invalid="ignore"):
+        off = np.abs(given - values)
+    off[~np.isfinite(given) & ~np.isfinite(values)] = 0.0  # both NaN: as the trial makes it
+    off[~np.isfinite(off)] = np.inf
+    bound = _bound(error[index], values)[:, None]
+    if allowed != "none":
+        bound = bound + _ulps(np.nan_to_num(values), allowed)
+    excess = float((off - bound).max())
+    apart = np.empty(0, np.int64)
+    if claimed.shape == values.shape:
+        with np.errstate(invalid="ignore"):
+            moved = ~(np.abs(values - claimed) <= bound)
+        apart = positions[moved.any(axis=1)]
+    return excess, float(off[np.isfinite(off)].max(initial=0.0)), apart
+
+
+def diagnose(claim: Claim, posted: Posted, error: Values) -> list[dict[str, Any]]:
+    """The mistakes that explain the posted table: each trial kept where the table is
+    within the bound of it at every row (first on the audit's sample of positions), with
+    what it changes, from which position it matters, the largest difference left, and the
+    ``GET`` that reproduces it (``by``: ``parameters`` where that ``GET`` makes the table,
+    else the audit path or the transform that does)."""
+    found: list[dict[str, Any]] = []
+    allowed = posted.dtype if posted.dtype in ("float16", "bfloat16") else "none"
+    order = np.argsort(posted.positions, kind="stable")
+    sample = order[sampled(posted.positions[order])]
+    claimed = rows_at(claim.key, posted.positions[sample])
+    for mistake in MISTAKES:
+        for trial in mistake.trials(claim, posted):
+            made = _trial_key(claim, trial)
+            if made is None:
+                continue
+            key, parameters = made
+            if trial.values is None and width_of(key) != posted.width:
+                continue
+            first = _against(claim, trial, key, posted, sample, error, allowed, claimed)
+            if first is None or not first[0] <= 0:
+                continue
+            whole = _whole(claim, trial, key, posted, error, allowed)
+            if whole is None:
+                continue
+            largest, apart = whole
+            found.append(
+                {
+                    "mistake": mistake.name,
+                    "description": mistake.description,
+                    "from_position": int(apart.min()) if len(apart) else None,
+                    "max_error": largest,
+                    "family": claim.family,
+                    "parameters": said(parameters),
+                    "by": "parameters" if trial.values is None else trial.note,
+                }
+            )
+            break  # one trial a mistake
+        if len(found) >= MAX_DIAGNOSES:
+            break
+    return found
+
+
+def _whole(
+    claim: Claim, trial: Trial, key: Key, posted: Posted, error: Values, allowed: str
+) -> tuple[float, NDArray[np.int64]] | None:
+    largest, apart = 0.0, []
+    for part in _chunks(len(posted.positions), posted.width):
+        index = np.arange(part.start, part.stop, dtype=np.intp)
+        got = _against(claim, trial, key, posted, index, error, allowed)
+        if got is None or not got[0] <= 0:
+            return None
+        largest = max(largest, got[1])
+        apart.append(got[2])
+    return largest, np.concatenate(apart) if apart else np.empty(0, np.int64)
+
+
+def sampled(positions: NDArray[np.int64]) -> NDArray[np.intp]:
+    """Indices (into sorted ``positions``) of the rows an audit would sample."""
+    if len(positions) <= bands.SAMPLES:
+        return np.arange(len(positions), dtype=np.intp)
+    planned = bands.plan(bands.bands(int(positions[-1]) + 1))
+    index = np.searchsorted(positions, planned)
+    index = index[index < len(positions)]
+    return np.unique(index).astype(np.intp)
+
+
+def said(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameters as a ``GET`` takes them: numbers that are integers without ``.0``."""
+    out: dict[str, Any] = {}
+    for name, value in parameters.items():
+        if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+            value = int(value)
+        out[name] = value
+    return out

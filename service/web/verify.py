@@ -1,0 +1,305 @@
+"""``POST /v1/verify`` and ``POST /v1/identify``: a client's own table, against what a
+family's ``GET`` (or a model's config) says it should be, or with no claim at all
+(:mod:`service.audit.verify`, :mod:`service.audit.identify`).
+
+The body is the table: ``.npy`` (one array, or a row's named arrays stacked as the ``GET``
+sends them: ``(2, L, d)`` for ``cos`` and ``sin``), ``.npz`` or safetensors with ``cos`` and
+``sin`` (or ``data``) and optionally ``position_ids``, raw bytes with their shape, or JSON
+``{"cos": [[...]], "sin": [[...]]}`` (or ``"data"``), which may also hold the claim (``family``,
+``parameters``, ``config``) and ``start``. The claim's ``GET`` parameters may instead be the
+query's: ``?family=rotary&head_dim=128&base=500000``. Its ``max_len`` defaults to the rows
+posted (``start`` + rows, or the largest position id + 1).
+
+The body is read within ``PE_MAX_BODY_BYTES`` and the posted-bytes budget as apply's is, the
+table's entries within ``PE_MAX_ELEMENTS``; both answers are computed in a worker thread,
+in the lane their entries choose, a large one in the large answers' turns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import numpy as np
+import orjson
+from fastapi import APIRouter, Request, Response
+from numpy.typing import NDArray
+
+from service import codecs, handlers
+from service.audit import identify as identifying
+from service.audit import verify as verifying
+from service.codecs import json as json_codec
+from service.codecs import npy, npz, raw, safetensors
+from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, Encoded
+from service.encodings import registry
+from service.encodings.registry import Key
+from service.errors import InvalidInput, InvalidParameter, MalformedBody
+from service.limits import reserving
+from service.runtime import Runtime
+from service.settings import POSITION_CEILING
+from service.web import openapi, tables
+from service.web.answers import Offer, Plan, answer
+from service.web.bodies import body_format, raw_layout, read_posted
+from service.web.declared import Declared
+from service.web.deps import RuntimeDep
+from service.web.negotiation import combined
+from service.web.tables import Table
+
+VERIFY: Final = "/v1/verify"
+IDENTIFY: Final = "/v1/identify"
+MEMBERS: Final = ("cos", "sin", "data", "position_ids")
+# the query's own fields; any other is the claim's GET parameter
+_OWN: Final = ("family", "start", "format", "shape", "dtype")
+
+
+def _arrays(
+    kind: str,
+    body: bytearray,
+    runtime: Runtime,
+    layout: tuple[tuple[int, ...], str] | None,
+    hold: Any,
+) -> tuple[dict[str, Any], dict[str, NDArray[Any]]]:
+    """The posted table's arrays, and a JSON body's other fields."""
+    limits = runtime.limits
+    if not body and kind != "raw":
+        raise MalformedBody("the body is empty: send the table (.npy, .npz, safetensors, JSON)")
+    if kind == "json":
+        return json_codec.table(body, limits.json_elements)
+    if kind == "npy":
+        return {}, {"data": npy.decode(body, "table")}
+    if kind == "raw":
+        assert layout is not None
+        return {}, {"data": raw.decode(body, *layout)}
+    if kind == "npz":
+        return {}, npz.decode(body, limits.body_bytes, MEMBERS, (), hold)
+    return {}, safetensors.decode(body, MEMBERS, ())
+
+
+def rows_of(arrays: Mapping[str, NDArray[Any]]) -> tuple[NDArray[np.float64], str, int]:
+    """The posted rows (named arrays side by side), their dtype, and how many arrays a row
+    holds: ``cos`` and ``sin``, or one array (``data``: ``(L, d)``, or ``(2, L, d)`` read as
+    ``cos`` and ``sin``, as an ``.npy`` of a rotary table holds them)."""
+    if ("cos" in arrays) != ("sin" in arrays):
+        raise InvalidInput("sin" if "cos" in arrays else "cos", "is required beside the other")
+    if "cos" in arrays and "data" in arrays:
+        raise InvalidInput("data", "give cos and sin, or data, not both")
+    if "cos" in arrays:
+        parts = [arrays["cos"], arrays["sin"]]
+    elif "data" in arrays:
+        data = arrays["data"]
+        parts = list(data) if data.ndim == 3 and data.shape[0] == 2 else [data]
+    else:
+        raise InvalidInput("data", "the table is required: cos and sin, or data")
+    for name, part in zip(("cos", "sin") if len(parts) == 2 else ("data",), parts, strict=True):
+        if part.ndim != 2 or not part.shape[0] or not part.shape[1]:
+            raise InvalidInput(name, f"must be rows × width with both above 0, not {part.shape}")
+        if part.dtype.kind != "f":
+            raise InvalidInput(name, f"must hold floats, not {part.dtype}")
+    if len(parts) == 2 and parts[0].shape != parts[1].shape:
+        raise InvalidInput("sin", f"its shape {parts[1].shape} is not cos's {parts[0].shape}")
+    dtype = str(parts[0].dtype)
+    rows = np.concatenate([np.asarray(part, np.float64) for part in parts], axis=1)
+    return rows, dtype, len(parts)
+
+
+def _positions(arrays: Mapping[str, NDArray[Any]], start: int, count: int) -> NDArray[np.int64]:
+    ids = arrays.get("position_ids")
+    if ids is None:
+        if start + count - 1 > POSITION_CEILING:
+            raise InvalidParameter("start", f"the last row's position passes {POSITION_CEILING}")
+        return np.arange(start, start + count, dtype=np.int64)
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu" or ids.ndim != 1:
+        raise InvalidInput("position_ids", "must be integers, one a row: (L,)")
+    if len(ids) != count:
+        raise InvalidInput("position_ids", f"holds {len(ids)} ids for {count} rows")
+    if ids.min() < 0 or ids.max() > POSITION_CEILING:
+        raise InvalidInput("position_ids", f"must be from 0 to {POSITION_CEILING}")
+    return ids.astype(np.int64)
+
+
+def _maker(declared: Declared[Any, Any]) -> verifying.Make:
+    def make(parameters: Mapping[str, Any]) -> Key:
+        key: Key = declared.key(declared.query.model_validate(dict(parameters)))
+        return key
+
+    return make
+
+
+def _query(request: Request) -> dict[str, str]:
+    """The query's parameters, each given once."""
+    pairs = request.query_params.multi_items()
+    given: dict[str, str] = {}
+    for name, value in pairs:
+        if name in given:
+            raise InvalidParameter(name, "is given more than once; give it once")
+        given[name] = value
+    return given
+
+
+async def _read(
+    request: Request, runtime: Runtime, query: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, NDArray[Any]], int]:
+    """The posted table, decoded in a worker thread, and its body's length."""
+    raw_headers = request.scope["headers"]
+    kind = body_format(combined(raw_headers, b"content-type"), BODY_FORMATS)
+    layout = (
+        raw_layout(raw_headers, query.get("shape"), query.get("dtype")) if kind == "raw" else None
+    )
+    for name in ("shape", "dtype"):
+        if name in query and kind != "raw":
+            raise InvalidParameter(name, "is for a raw body (application/octet-stream) only")
+    with reserving(runtime.posted) as reservation:
+        body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
+        fields, arrays = await runtime.compute(
+            len(body) // 4, _arrays, kind, body, runtime, layout, reservation.take
+        )
+        return fields, arrays, len(body)
+
+
+def _start(query: Mapping[str, str], fields: Mapping[str, Any]) -> int:
+    if "start" in query and "start" in fields:
+        raise InvalidParameter("start", "is given in the query and the body: give it once")
+    value: Any = query.get("start", fields.get("start", 0))
+    try:
+        start = int(value)
+    except (TypeError, ValueError):
+        raise InvalidParameter("start", "must be an integer") from None
+    if isinstance(value, float) or not 0 <= start <= POSITION_CEILING:
+        raise InvalidParameter("start", f"must be an integer from 0 to {POSITION_CEILING}")
+    return start
+
+
+def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
+    """The two routes, for the cached families that carry the audit's record."""
+    known = {
+        each.family.name: each
+        for each in families
+        if each.family.block is None and each.family.audit is not None
+    }
+    makers = {name: _maker(each) for name, each in known.items()}
+    routes = APIRouter(tags=["audit"])
+
+    async def verify(request: Request, runtime: RuntimeDep) -> Response:
+        query = _query(request)
+        offer = Offer(("json",), query.get("format"))
+        offer.chosen(request)
+        fields, arrays, size = await _read(request, runtime, query)
+        rows, dtype, _ = rows_of(arrays)
+        start = _start(query, fields)
+        positions = _positions(arrays, start, len(rows))
+        runtime.limits.rows(len(rows), rows.shape[1], "the posted table's rows × width")
+        table = _claim(query, fields)
+        first = int(positions.min())
+        stop = int(positions.max()) + 1
+        parameters = dict(table.parameters)
+        if first and "start" not in parameters and table.config is None:
+            parameters["start"] = first
+        table = Table(family=table.family, parameters=parameters, config=table.config)
+        spec = await tables.spec_of(runtime, known, table, "claim", stop, size, "position_ids")
+        claim = verifying.Claim(table.family, spec.parameters, spec.key, makers[table.family])
+        posted = verifying.Posted(rows, dtype, positions)
+        found = await _computed(runtime, rows, verifying.verify, claim, posted)
+        return await _answer(request, runtime, offer, found, spec.key)
+
+    async def identify(request: Request, runtime: RuntimeDep) -> Response:
+        query = _query(request)
+        unknown = [name for name in query if name not in ("start", "format", "shape", "dtype")]
+        if unknown:
+            raise InvalidParameter(unknown[0], "is not a parameter of identify (start, format)")
+        offer = Offer(("json",), query.get("format"))
+        offer.chosen(request)
+        fields, arrays, _ = await _read(request, runtime, query)
+        claimed = [name for name in ("family", "parameters", "config") if name in fields]
+        if claimed:
+            raise InvalidInput(claimed[0], "identify takes no claim: send it to /v1/verify")
+        rows, dtype, named = rows_of(arrays)
+        start = _start(query, fields)
+        positions = _positions(arrays, start, len(rows))
+        runtime.limits.rows(len(rows), rows.shape[1], "the posted table's rows × width")
+        posted = verifying.Posted(rows, dtype, positions)
+        found = await _computed(runtime, rows, identifying.identify, posted, makers, named, start)
+        return await _answer(request, runtime, offer, found, None)
+
+    for path, endpoint, operation, summary in (
+        (
+            VERIFY,
+            verify,
+            "verifyTable",
+            "A client's own table against what a family's GET or a model's config says it "
+            "should be: match, bands, and a diagnosis of the known mistakes.",
+        ),
+        (
+            IDENTIFY,
+            identify,
+            "identifyTable",
+            "A client's table with no claim: the GETs that reproduce it, best first.",
+        ),
+    ):
+        routes.add_api_route(
+            path,
+            endpoint,
+            methods=["POST"],
+            operation_id=operation,
+            summary=summary,
+            response_class=Response,
+            openapi_extra={
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        MEDIA_TYPES[fmt]: {"schema": {"type": "object"}}
+                        if codecs.textual(fmt)
+                        else openapi.BINARY
+                        for fmt in BODY_FORMATS
+                    },
+                }
+            },
+            responses={
+                200: {"content": {"application/json": {}}, "description": "The answer."},
+                **openapi.problems_of(400, 406, 413, 415, 422),
+            },
+        )
+    return routes
+
+
+def _claim(query: Mapping[str, str], fields: Mapping[str, Any]) -> Table:
+    """The claim: the query's family and ``GET`` parameters, or the JSON body's."""
+    in_query = "family" in query
+    in_body = any(name in fields for name in ("family", "parameters", "config"))
+    if in_query and in_body:
+        raise InvalidParameter("family", "the claim is in the query or in the body, not both")
+    if in_query:
+        parameters = {k: v for k, v in query.items() if k not in _OWN}
+        return Table(family=query["family"], parameters=parameters)
+    if not in_body:
+        raise InvalidParameter(
+            "family",
+            "is required: the table's family and its GET parameters (in the query, or "
+            "family, parameters or config in a JSON body); /v1/identify takes no claim",
+        )
+    try:
+        return Table.model_validate(
+            {name: fields[name] for name in ("family", "parameters", "config") if name in fields}
+        )
+    except ValueError as exc:
+        raise InvalidInput("family", str(exc).splitlines()[0]) from None
+
+
+async def _computed(runtime: Runtime, rows: NDArray[Any], function: Any, *args: Any) -> Any:
+    """``function`` run in a worker thread, in the lane the table's entries choose (a few
+    tables of its size are computed: the claim's, the exact one, the library's), a large
+    one in the large answers' turns."""
+    elements = 4 * rows.size
+    async with handlers.permit(runtime, 8 * rows.size > handlers.LARGE_ANSWER_BYTES):
+        return await runtime.compute(elements, function, *args)
+
+
+async def _answer(
+    request: Request, runtime: Runtime, offer: Offer[Any], found: Any, key: Key | None
+) -> Response:
+    async def encode(fmt: Any, gzip: bool) -> Encoded:
+        return {}, orjson.dumps(found)
+
+    engine = registry.library_engine(key) if key is not None else None
+    return await answer(
+        request, runtime, Plan(offer, encode, gzip_from=None, vary=False, engine=engine)
+    )
