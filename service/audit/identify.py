@@ -60,7 +60,9 @@ def _pairs(rows: Values, convention: str) -> tuple[Values, Values] | None:
         first, second = slice(0, width // 2), slice(width // 2, width)
     else:
         first, second = slice(0, width, 2), slice(1, width, 2)
-    scale = max(1e-30, float(np.nanmax(np.abs(cos[: min(len(cos), 64)]))))
+    head = np.abs(cos[: min(len(cos), 64)])
+    finite = head[np.isfinite(head)]
+    scale = max(1e-30, float(finite.max())) if finite.size else 1.0
     if not np.allclose(cos[:, first], cos[:, second], rtol=0, atol=1e-3 * scale, equal_nan=True):
         return None
     return cos[:, first], sin[:, first]
@@ -100,14 +102,12 @@ def frequencies(posted: Posted, convention: str) -> tuple[Values, float] | None:
 
 
 def _base_from(turned: Values, width: int) -> float | None:
-    """The base of frequencies ``base^(-2k/width)``, from the slope of their logarithm
-    over the highest-frequency quarter of the pairs (where no scaling moves them)."""
-    count = max(2, len(turned) // 4)
-    high = turned[:count]
-    if len(high) < 2 or (high <= 0).any():
+    """The base of frequencies ``base^(-2k/width)``, from the ratio of the two highest
+    (pairs 0 and 1, which the scalings that keep the high frequencies do not move, and
+    linear scaling moves alike)."""
+    if len(turned) < 2 or not (turned[:2] > 0).all():
         return None
-    slope = np.polyfit(np.arange(count) * 2 / width, np.log(high), 1)[0]
-    base = math.exp(-slope)
+    base = float((turned[0] / turned[1]) ** (width / 2))
     return base if math.isfinite(base) and base > 1 else None
 
 
@@ -181,8 +181,8 @@ def _scalings(turned: Values, base: float, attention: float, context: int) -> li
         return out
     if abs(high - 1) < 1e-3 and low < 1:
         for factor in nice(1 / low)[:2]:
-            for original in CONTEXTS:
-                if original < context:
+            for original in _contexts(ratio, base, factor):
+                if True:
                     out.append(
                         {
                             "scaling": "llama3",
@@ -211,6 +211,22 @@ def _scalings(turned: Values, base: float, attention: float, context: int) -> li
             }
         )
     return out
+
+
+def _contexts(ratio: Values, base: float, factor: float) -> list[int]:
+    """The pretraining contexts a llama3 profile may have: read from a pair between its
+    two wavelengths (its smoothing, with transformers' default factors 1 and 4: the
+    wavelength times 1 + 3 * smooth, rounded to a power of two), then the usual ones."""
+    width = 2 * len(ratio)
+    wavelength = 2 * math.pi * base ** (np.arange(0, width, 2) / width)
+    between = (ratio < 1 - 1e-4) & (ratio > 1 / factor + 1e-4)
+    read: list[int] = []
+    if between.any() and factor > 1:
+        k = int(np.flatnonzero(between)[0])
+        smooth = (float(ratio[k]) - 1 / factor) / (1 - 1 / factor)
+        original = float(wavelength[k]) * (1 + 3 * smooth)
+        read.append(2 ** round(math.log2(original)))
+    return [*read, *(each for each in CONTEXTS if each not in read)]
 
 
 def scalings_of(claim: Claim, posted: Posted) -> list[dict[str, Any]]:

@@ -459,9 +459,9 @@ def _widths(claim: Claim, posted: Posted) -> Iterable[Trial]:
     if claim.family == "rotary":
         head_dim = int(claim.parameters.get("head_dim", 0))
         if posted.width != claim.key.width:
-            yield Trial({"head_dim": width, "partial_rotary_factor": None})
             if head_dim and width < head_dim:
                 yield Trial({"partial_rotary_factor": width / head_dim})
+            yield Trial({"head_dim": width, "partial_rotary_factor": None})
         return
     for name in ("d_model", "dim"):
         if name in claim.parameters and int(claim.parameters[name]) != width:
@@ -469,6 +469,8 @@ def _widths(claim: Claim, posted: Posted) -> Iterable[Trial]:
 
 
 def _scale(claim: Claim, posted: Posted) -> Iterable[Trial]:
+    """The table times sqrt(d_model), or divided by it: the ``scale`` parameter where the
+    preset takes one, else the rows scaled."""
     if claim.family != "sinusoidal" or "d_model" not in claim.parameters:
         return
     root = math.sqrt(int(claim.parameters["d_model"]))
@@ -476,6 +478,12 @@ def _scale(claim: Claim, posted: Posted) -> Iterable[Trial]:
     for value in (root, 1.0):
         if current is None or not math.isclose(float(current), value):
             yield Trial({"scale": value})
+    for factor, said in ((root, "times"), (1 / root, "divided by")):
+
+        def scaled(rows: Values, key: Key, factor: float = factor) -> Values:
+            return rows * factor
+
+        yield from _transformed(scaled, f"the rows {said} sqrt(d_model)")(claim, posted)
 
 
 MISTAKES: Final[tuple[Mistake, ...]] = (

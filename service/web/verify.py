@@ -17,12 +17,14 @@ in the lane their entries choose, a large one in the large answers' turns."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import orjson
 from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
 from numpy.typing import NDArray
+from pydantic import ValidationError
 
 from service import codecs, handlers
 from service.audit import identify as identifying
@@ -33,7 +35,7 @@ from service.codecs.types import BODY_FORMATS, MEDIA_TYPES, Encoded
 from service.encodings import registry
 from service.encodings.registry import Key
 from service.errors import InvalidInput, InvalidParameter, MalformedBody
-from service.limits import reserving
+from service.limits import Limits, reserving
 from service.runtime import Runtime
 from service.settings import POSITION_CEILING
 from service.web import openapi, tables
@@ -74,10 +76,14 @@ def _arrays(
     return {}, safetensors.decode(body, MEMBERS, ())
 
 
-def rows_of(arrays: Mapping[str, NDArray[Any]]) -> tuple[NDArray[np.float64], str, int]:
-    """The posted rows (named arrays side by side), their dtype, and how many arrays a row
-    holds: ``cos`` and ``sin``, or one array (``data``: ``(L, d)``, or ``(2, L, d)`` read as
-    ``cos`` and ``sin``, as an ``.npy`` of a rotary table holds them)."""
+def rows_of(
+    arrays: Mapping[str, NDArray[Any]], limits: Limits
+) -> tuple[NDArray[np.float64], str, int]:
+    """The posted rows (named arrays side by side, as float64), their dtype, and how many
+    arrays a row holds: ``cos`` and ``sin``, or one array (``data``: ``(L, d)``, or
+    ``(2, L, d)`` read as ``cos`` and ``sin``, as an ``.npy`` of a rotary table holds
+    them). Its entries are counted against ``PE_MAX_ELEMENTS`` and its row's width against
+    ``PE_MAX_WIDTH`` before the float64 copy is made."""
     if ("cos" in arrays) != ("sin" in arrays):
         raise InvalidInput("sin" if "cos" in arrays else "cos", "is required beside the other")
     if "cos" in arrays and "data" in arrays:
@@ -96,6 +102,9 @@ def rows_of(arrays: Mapping[str, NDArray[Any]]) -> tuple[NDArray[np.float64], st
             raise InvalidInput(name, f"must hold floats, not {part.dtype}")
     if len(parts) == 2 and parts[0].shape != parts[1].shape:
         raise InvalidInput("sin", f"its shape {parts[1].shape} is not cos's {parts[0].shape}")
+    width = sum(int(part.shape[1]) for part in parts)
+    limits.row_width(width, "the posted table's row (its arrays side by side)")
+    limits.rows(int(parts[0].shape[0]), width, "the posted table's rows × width")
     dtype = str(parts[0].dtype)
     rows = np.concatenate([np.asarray(part, np.float64) for part in parts], axis=1)
     return rows, dtype, len(parts)
@@ -125,6 +134,14 @@ def _maker(declared: Declared[Any, Any]) -> verifying.Make:
     return make
 
 
+def _offer(query: Mapping[str, str]) -> Offer[Any]:
+    """What the answer is offered in: JSON (``format=json``, or none)."""
+    asked = query.get("format")
+    if asked not in (None, "json"):
+        raise InvalidParameter("format", "must be json: the answer is a JSON document")
+    return Offer(("json",), asked)
+
+
 def _query(request: Request) -> dict[str, str]:
     """The query's parameters, each given once."""
     pairs = request.query_params.multi_items()
@@ -136,24 +153,49 @@ def _query(request: Request) -> dict[str, str]:
     return given
 
 
-async def _read(
-    request: Request, runtime: Runtime, query: Mapping[str, str]
-) -> tuple[dict[str, Any], dict[str, NDArray[Any]], int]:
-    """The posted table, decoded in a worker thread, and its body's length."""
+class _Table(NamedTuple):
+    """A posted table, read: a JSON body's other fields, its rows, their dtype, how many
+    arrays a row holds, each row's position, and the body's length."""
+
+    fields: dict[str, Any]
+    rows: NDArray[np.float64]
+    dtype: str
+    named: int
+    positions: NDArray[np.int64]
+    size: int
+
+
+def _decoded(
+    kind: str,
+    body: bytearray,
+    runtime: Runtime,
+    layout: tuple[tuple[int, ...], str] | None,
+    hold: Any,
+    query: Mapping[str, str],
+) -> _Table:
+    """The whole reading of a posted table, in a worker thread: decoded, its limits
+    checked, its rows made and placed."""
+    fields, arrays = _arrays(kind, body, runtime, layout, hold)
+    rows, dtype, named = rows_of(arrays, runtime.limits)
+    positions = _positions(arrays, _start(query, fields), len(rows))
+    return _Table(fields, rows, dtype, named, positions, len(body))
+
+
+async def _read(request: Request, runtime: Runtime, query: Mapping[str, str]) -> _Table:
+    """The posted table, read within the body limits and decoded in a worker thread."""
     raw_headers = request.scope["headers"]
     kind = body_format(combined(raw_headers, b"content-type"), BODY_FORMATS)
-    layout = (
-        raw_layout(raw_headers, query.get("shape"), query.get("dtype")) if kind == "raw" else None
-    )
+    layout = None
+    if kind == "raw":
+        layout = raw_layout(raw_headers, query.get("shape"), query.get("dtype"))
     for name in ("shape", "dtype"):
         if name in query and kind != "raw":
             raise InvalidParameter(name, "is for a raw body (application/octet-stream) only")
     with reserving(runtime.posted) as reservation:
         body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
-        fields, arrays = await runtime.compute(
-            len(body) // 4, _arrays, kind, body, runtime, layout, reservation.take
+        return await runtime.compute(
+            len(body) // 4, _decoded, kind, body, runtime, layout, reservation.take, query
         )
-        return fields, arrays, len(body)
 
 
 def _start(query: Mapping[str, str], fields: Mapping[str, Any]) -> int:
@@ -181,24 +223,25 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
 
     async def verify(request: Request, runtime: RuntimeDep) -> Response:
         query = _query(request)
-        offer = Offer(("json",), query.get("format"))
+        offer = _offer(query)
         offer.chosen(request)
-        fields, arrays, size = await _read(request, runtime, query)
-        rows, dtype, _ = rows_of(arrays)
-        start = _start(query, fields)
-        positions = _positions(arrays, start, len(rows))
-        runtime.limits.rows(len(rows), rows.shape[1], "the posted table's rows × width")
-        table = _claim(query, fields)
-        first = int(positions.min())
+        posted = await _read(request, runtime, query)
+        positions = posted.positions
+        table = _claim(query, posted.fields)
         stop = int(positions.max()) + 1
         parameters = dict(table.parameters)
-        if first and "start" not in parameters and table.config is None:
-            parameters["start"] = first
+        if table.config is None:
+            parameters.setdefault("start", int(positions.min()))
         table = Table(family=table.family, parameters=parameters, config=table.config)
-        spec = await tables.spec_of(runtime, known, table, "claim", stop, size, "position_ids")
+        if "family" in query:
+            spec = await _queried(runtime, known, table, stop)
+        else:
+            spec = await tables.spec_of(
+                runtime, known, table, "claim", stop, posted.size, "max_len"
+            )
         claim = verifying.Claim(table.family, spec.parameters, spec.key, makers[table.family])
-        posted = verifying.Posted(rows, dtype, positions)
-        found = await _computed(runtime, rows, verifying.verify, claim, posted)
+        mine = verifying.Posted(posted.rows, posted.dtype, positions)
+        found = await _computed(runtime, posted.rows, verifying.verify, claim, mine)
         return await _answer(request, runtime, offer, found, spec.key)
 
     async def identify(request: Request, runtime: RuntimeDep) -> Response:
@@ -206,18 +249,17 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
         unknown = [name for name in query if name not in ("start", "format", "shape", "dtype")]
         if unknown:
             raise InvalidParameter(unknown[0], "is not a parameter of identify (start, format)")
-        offer = Offer(("json",), query.get("format"))
+        offer = _offer(query)
         offer.chosen(request)
-        fields, arrays, _ = await _read(request, runtime, query)
-        claimed = [name for name in ("family", "parameters", "config") if name in fields]
+        read = await _read(request, runtime, query)
+        claimed = [name for name in ("family", "parameters", "config") if name in read.fields]
         if claimed:
             raise InvalidInput(claimed[0], "identify takes no claim: send it to /v1/verify")
-        rows, dtype, named = rows_of(arrays)
-        start = _start(query, fields)
-        positions = _positions(arrays, start, len(rows))
-        runtime.limits.rows(len(rows), rows.shape[1], "the posted table's rows × width")
-        posted = verifying.Posted(rows, dtype, positions)
-        found = await _computed(runtime, rows, identifying.identify, posted, makers, named, start)
+        posted = verifying.Posted(read.rows, read.dtype, read.positions)
+        start = int(read.positions.min())
+        found = await _computed(
+            runtime, read.rows, identifying.identify, posted, makers, read.named, start
+        )
         return await _answer(request, runtime, offer, found, None)
 
     for path, endpoint, operation, summary in (
@@ -259,6 +301,31 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             },
         )
     return routes
+
+
+async def _queried(
+    runtime: Runtime, known: Mapping[str, Declared[Any, Any]], table: Table, stop: int
+) -> tables.Spec:
+    """The key of a claim made in the query: its parameters validated as the family's
+    ``GET`` validates them, each refusal naming the query's parameter."""
+    declared = known.get(table.family)
+    if declared is None:
+        raise InvalidParameter("family", f"must be one of {', '.join(known)}")
+    parameters = dict(table.parameters)
+    if "max_len" in declared.query.model_fields:
+        parameters.setdefault("max_len", stop)
+    try:
+        query = declared.query.model_validate(parameters)
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)]
+        raise RequestValidationError(errors) from None
+    key: Key = await declared.key_of(runtime, query)
+    rows = declared.block(query, key).max_len
+    if stop > rows:
+        raise InvalidParameter(
+            "max_len", f"the posted rows reach position {stop - 1}, past {rows} rows"
+        )
+    return tables.Spec(key, table.family, query.model_dump(exclude_unset=True))
 
 
 def _claim(query: Mapping[str, str], fields: Mapping[str, Any]) -> Table:
