@@ -681,7 +681,63 @@ def diagnose(claim: Claim, posted: Posted, error: Values) -> list[dict[str, Any]
             break  # one trial a mistake
         if len(found) >= MAX_DIAGNOSES:
             break
-    return found
+    return found or _several(claim, posted, error, allowed, sample, claimed)
+
+
+def _several(
+    claim: Claim,
+    posted: Posted,
+    error: Values,
+    allowed: str,
+    sample: NDArray[np.intp],
+    claimed: Values,
+) -> list[dict[str, Any]]:
+    """Where no one mistake explains the table, the parameters read from it
+    (:func:`.identify.candidates`, of the claim's family) that make it: the diagnosis
+    ``several``, naming each parameter the claim has otherwise."""
+    from service.audit import identify
+
+    named = max(1, len(registry.arrays(claim.key)))
+    start = int(posted.positions.min())
+    for family, read in identify.candidates(posted, start, named):
+        if family != claim.family:
+            continue
+        kept = {k: v for k, v in claim.parameters.items() if k not in identify.SCALING_FIELDS}
+        changes = {**dict.fromkeys(set(claim.parameters) - set(kept)), **read}
+        changes = {k: v for k, v in changes.items() if k not in ("max_len", "start")}
+        trial = Trial(changes)
+        made = _trial_key(claim, trial)
+        if made is None or width_of(made[0]) != posted.width:
+            continue
+        key, parameters = made
+        first = _against(claim, trial, key, posted, sample, error, allowed, claimed)
+        if first is None or not first[0] <= 0:
+            continue
+        whole = _whole(claim, trial, key, posted, error, allowed)
+        if whole is None:
+            continue
+        largest, apart = whole
+        fields = claim.key.__dataclass_fields__
+        differ = [
+            name
+            for name in sorted(set(parameters) | set(claim.parameters))
+            if name not in ("max_len", "start")
+            and parameters.get(name) != claim.parameters.get(name)
+            # a default given where the claim left it out is no difference
+            and not (name in fields and getattr(key, name) == getattr(claim.key, name))
+        ]
+        return [
+            {
+                "mistake": "several",
+                "description": "Several parameters not as claimed: " + ", ".join(differ) + ".",
+                "from_position": int(apart.min()) if len(apart) else None,
+                "max_error": largest,
+                "family": claim.family,
+                "parameters": said(parameters),
+                "by": "parameters",
+            }
+        ]
+    return []
 
 
 def _whole(

@@ -122,10 +122,15 @@ def positions(body: bytes | bytearray, numbers: Limit, whole: bool) -> NDArray[A
 
 
 def _document(
-    body: bytes | bytearray, numbers: Limit, fields: tuple[str, ...], shape: str
+    body: bytes | bytearray,
+    numbers: Limit,
+    fields: tuple[str, ...],
+    shape: str,
+    also: re.Pattern[str] | None = None,
 ) -> dict[str, Any]:
     """The JSON object ``body`` holds, its numbers and containers counted before it is
-    parsed, its fields among ``fields``, none given twice (``shape``: what it must be)."""
+    parsed, its fields among ``fields`` (or matching ``also``), none given twice
+    (``shape``: what it must be)."""
     parsed = body.count(b",") + 1
     numbers.check("the JSON body's numbers", parsed)
     check_containers(body.count(b"[") + body.count(b"{"), numbers, "the JSON body", parsed)
@@ -141,7 +146,9 @@ def _document(
     if not isinstance(document, dict):
         raise InvalidInput("body", shape)
     _refuse_repeated_fields(body)
-    unknown = sorted(set(document) - set(fields))
+    unknown = sorted(
+        name for name in set(document) - set(fields) if also is None or not also.fullmatch(name)
+    )
     if unknown:
         raise InvalidInput(shown(unknown[0]), f"is not a field ({', '.join(fields)})")
     return document
@@ -263,6 +270,8 @@ def _leaves(value: Any) -> Any:
 
 # what a posted table's JSON body holds: its arrays, where its rows are, and the claim
 TABLE_ARRAYS: Final = ("cos", "sin", "data")
+# a table of a layer type: its name (a config's layer type), then the array's
+LAYER_MEMBER: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}/(cos|sin|data)")
 TABLE_FIELDS: Final = (
     *TABLE_ARRAYS,
     "dtype",
@@ -278,19 +287,25 @@ def table(
     body: bytes | bytearray, numbers: Limit
 ) -> tuple[dict[str, Any], dict[str, NDArray[Any]]]:
     """A posted table (``POST /v1/verify``, ``/v1/identify``): ``{"cos": [[...]], "sin":
-    [[...]]}`` or ``{"data": [[...]]}`` as arrays of ``dtype`` (float32 unless the body
-    says: the numbers a float32 table's JSON holds are its values' shortest texts),
+    [[...]]}`` or ``{"data": [[...]]}`` (a table per layer type: ``"NAME/cos"``, ...) as
+    arrays of ``dtype`` (float32 unless the body says: the numbers a float32 table's JSON
+    holds are its values' shortest texts),
     ``position_ids`` as int64, and the document's other fields (the claim) as they are;
     bounded as :func:`decode`'s."""
     document = _document(
-        body, numbers, TABLE_FIELDS, 'must be a JSON object: {"cos": [...], "sin": [...]}'
+        body,
+        numbers,
+        TABLE_FIELDS,
+        'must be a JSON object: {"cos": [...], "sin": [...]}',
+        LAYER_MEMBER,
     )
     dtype = document.pop("dtype", "float32")
     if not isinstance(dtype, str) or dtype not in _DTYPES:
         raise InvalidInput("dtype", "must be float16, float32 or float64")
+    named = [name for name in document if name in TABLE_ARRAYS or LAYER_MEMBER.fullmatch(name)]
     arrays = {
         name: floats(document.pop(name), name, dtype)
-        for name in TABLE_ARRAYS
+        for name in named
         if document.get(name) is not None
     }
     if document.get("position_ids") is not None:

@@ -132,6 +132,14 @@ def decode(
     return arrays
 
 
+def names(body: Buffer) -> list[str]:
+    """The names of the tensors a safetensors file holds, from its header (read and checked
+    as :func:`decode` reads it), before any is read."""
+    header, _ = _header(memoryview(body).cast("B"))
+    header.pop(_METADATA, None)
+    return list(header)
+
+
 _Entry = tuple[np.dtype[Any], tuple[int, ...], int, int]
 
 

@@ -72,8 +72,17 @@ def _arrays(
         assert layout is not None
         return {}, {"data": raw.decode(body, *layout)}
     if kind == "npz":
-        return {}, npz.decode(body, limits.body_bytes, MEMBERS, (), hold)
-    return {}, safetensors.decode(body, MEMBERS, ())
+        archive = npz.opened(body)
+        names = [info.filename.removesuffix(".npy") for info in archive.infolist()]
+        return {}, npz.decode(body, limits.body_bytes, _members(names), (), hold, archive)
+    return {}, safetensors.decode(body, _members(safetensors.names(body)), ())
+
+
+def _members(names: Iterable[str]) -> tuple[str, ...]:
+    """The members a posted table may hold: :data:`MEMBERS`, and a layer type's own
+    (``NAME/cos``, ``NAME/sin``, ``NAME/data``), as from-config's answers name them."""
+    typed = (name for name in names if json_codec.LAYER_MEMBER.fullmatch(name))
+    return (*MEMBERS, *typed)
 
 
 def rows_of(
@@ -153,16 +162,41 @@ def _query(request: Request) -> dict[str, str]:
     return given
 
 
-class _Table(NamedTuple):
-    """A posted table, read: a JSON body's other fields, its rows, their dtype, how many
-    arrays a row holds, each row's position, and the body's length."""
+class _Rows(NamedTuple):
+    """One posted table: its rows, their dtype, how many arrays a row holds, and each
+    row's position."""
 
-    fields: dict[str, Any]
     rows: NDArray[np.float64]
     dtype: str
     named: int
     positions: NDArray[np.int64]
+
+
+class _Table(NamedTuple):
+    """A posted body, read: a JSON body's other fields, its tables (``""``: the one table;
+    else one per layer type, by name), and the body's length."""
+
+    fields: dict[str, Any]
+    tables: dict[str, _Rows]
     size: int
+
+
+def _layers(arrays: Mapping[str, NDArray[Any]]) -> dict[str, dict[str, NDArray[Any]]]:
+    """The arrays by table: ``""`` for members without a layer type's name, else each
+    layer type's (``NAME/cos``); ``position_ids`` given to each. Both at once are refused."""
+    groups: dict[str, dict[str, NDArray[Any]]] = {}
+    for name, array in arrays.items():
+        layer, _, member = name.rpartition("/")
+        if member != "position_ids":
+            groups.setdefault(layer, {})[member] = array
+    if "" in groups and len(groups) > 1:
+        other = next(name for name in groups if name)
+        raise InvalidInput(
+            f"{other}/{next(iter(groups[other]))}",
+            "a body holds one table, or one per layer type (NAME/cos, NAME/sin), not both",
+        )
+    shared = {"position_ids": arrays["position_ids"]} if "position_ids" in arrays else {}
+    return {layer: {**members, **shared} for layer, members in (groups or {"": {}}).items()}
 
 
 def _decoded(
@@ -173,12 +207,15 @@ def _decoded(
     hold: Any,
     query: Mapping[str, str],
 ) -> _Table:
-    """The whole reading of a posted table, in a worker thread: decoded, its limits
-    checked, its rows made and placed."""
+    """The whole reading of a posted body, in a worker thread: decoded, its limits
+    checked, its tables' rows made and placed."""
     fields, arrays = _arrays(kind, body, runtime, layout, hold)
-    rows, dtype, named = rows_of(arrays, runtime.limits)
-    positions = _positions(arrays, _start(query, fields), len(rows))
-    return _Table(fields, rows, dtype, named, positions, len(body))
+    start = _start(query, fields)
+    tables = {}
+    for layer, members in _layers(arrays).items():
+        rows, dtype, named = rows_of(members, runtime.limits)
+        tables[layer] = _Rows(rows, dtype, named, _positions(members, start, len(rows)))
+    return _Table(fields, tables, len(body))
 
 
 async def _read(request: Request, runtime: Runtime, query: Mapping[str, str]) -> _Table:
@@ -226,23 +263,24 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
         offer = _offer(query)
         offer.chosen(request)
         posted = await _read(request, runtime, query)
-        positions = posted.positions
-        table = _claim(query, posted.fields)
-        stop = int(positions.max()) + 1
-        parameters = dict(table.parameters)
-        if table.config is None:
-            parameters.setdefault("start", int(positions.min()))
-        table = Table(family=table.family, parameters=parameters, config=table.config)
-        if "family" in query:
-            spec = await _queried(runtime, known, table, stop)
-        else:
-            spec = await tables.spec_of(
-                runtime, known, table, "claim", stop, posted.size, "max_len"
+        claimed = _claim(query, posted.fields)
+        layered = "" not in posted.tables
+        if layered and claimed.config is None:
+            raise InvalidInput(
+                next(iter(posted.tables)) + "/cos",
+                "a table per layer type is verified against a config (config in a JSON body)",
             )
-        claim = verifying.Claim(table.family, spec.parameters, spec.key, makers[table.family])
-        mine = verifying.Posted(posted.rows, posted.dtype, positions)
-        found = await _computed(runtime, posted.rows, verifying.verify, claim, mine)
-        return await _answer(request, runtime, offer, found, spec.key)
+        found, keys = {}, []
+        for layer, table in posted.tables.items():
+            extra = {"layer_type": layer} if layered else {}
+            spec = await _spec(runtime, known, query, claimed, table, posted.size, extra)
+            claim = verifying.Claim(
+                claimed.family, spec.parameters, spec.key, makers[claimed.family]
+            )
+            mine = verifying.Posted(table.rows, table.dtype, table.positions)
+            found[layer] = await _computed(runtime, table.rows, verifying.verify, claim, mine)
+            keys.append(spec.key)
+        return await _answer(request, runtime, offer, _joined(found), *keys)
 
     async def identify(request: Request, runtime: RuntimeDep) -> Response:
         query = _query(request)
@@ -255,12 +293,14 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
         claimed = [name for name in ("family", "parameters", "config") if name in read.fields]
         if claimed:
             raise InvalidInput(claimed[0], "identify takes no claim: send it to /v1/verify")
-        posted = verifying.Posted(read.rows, read.dtype, read.positions)
-        start = int(read.positions.min())
-        found = await _computed(
-            runtime, read.rows, identifying.identify, posted, makers, read.named, start
-        )
-        return await _answer(request, runtime, offer, found, None)
+        found = {}
+        for layer, table in read.tables.items():
+            posted = verifying.Posted(table.rows, table.dtype, table.positions)
+            start = int(table.positions.min())
+            found[layer] = await _computed(
+                runtime, table.rows, identifying.identify, posted, makers, table.named, start
+            )
+        return await _answer(request, runtime, offer, _joined(found))
 
     for path, endpoint, operation, summary in (
         (
@@ -343,12 +383,14 @@ def _claim(query: Mapping[str, str], fields: Mapping[str, Any]) -> Table:
             "is required: the table's family and its GET parameters (in the query, or "
             "family, parameters or config in a JSON body); /v1/identify takes no claim",
         )
+    given = {name: fields[name] for name in ("family", "parameters", "config") if name in fields}
+    if "config" in given:
+        given.setdefault("family", "rotary")  # what a model's config.json mostly makes
     try:
-        return Table.model_validate(
-            {name: fields[name] for name in ("family", "parameters", "config") if name in fields}
-        )
-    except ValueError as exc:
-        raise InvalidInput("family", str(exc).splitlines()[0]) from None
+        return Table.model_validate(given)
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        raise RequestValidationError(errors) from None
 
 
 async def _computed(runtime: Runtime, rows: NDArray[Any], function: Any, *args: Any) -> Any:
@@ -360,13 +402,49 @@ async def _computed(runtime: Runtime, rows: NDArray[Any], function: Any, *args: 
         return await runtime.compute(elements, function, *args)
 
 
+_RANK: Final = {"bitwise": 0, "library": 1, "float16": 2, "bfloat16": 3, "different": 4}
+
+
+def _joined(found: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """One table's answer as it is; a table per layer type's each under ``tables``, with
+    the farthest match of them (verify) or whether every one matched (identify)."""
+    if "" in found:
+        return found[""]
+    answers = dict(found)
+    if all("match" in each for each in answers.values()):
+        worst = max((each["match"] for each in answers.values()), key=_RANK.__getitem__)
+        return {"match": worst, "tables": answers}
+    return {"matched": all(each["matched"] for each in answers.values()), "tables": answers}
+
+
+async def _spec(
+    runtime: Runtime,
+    known: Mapping[str, Declared[Any, Any]],
+    query: Mapping[str, str],
+    claimed: Table,
+    table: _Rows,
+    size: int,
+    extra: Mapping[str, Any],
+) -> tables.Spec:
+    """The key the claim names for a posted table: its rows' first position its ``start``
+    and their last its ``max_len`` unless the claim says."""
+    stop = int(table.positions.max()) + 1
+    parameters = {**claimed.parameters, **extra}
+    if claimed.config is None:
+        parameters.setdefault("start", int(table.positions.min()))
+    named = Table(family=claimed.family, parameters=parameters, config=claimed.config)
+    if "family" in query:
+        return await _queried(runtime, known, named, stop)
+    return await tables.spec_of(runtime, known, named, "claim", stop, size, "max_len")
+
+
 async def _answer(
-    request: Request, runtime: Runtime, offer: Offer[Any], found: Any, key: Key | None
+    request: Request, runtime: Runtime, offer: Offer[Any], found: Any, *keys: Key
 ) -> Response:
     async def encode(fmt: Any, gzip: bool) -> Encoded:
         return {}, orjson.dumps(found)
 
-    engine = registry.library_engine(key) if key is not None else None
+    engine = registry.library_engine(*keys) if keys else None
     return await answer(
         request, runtime, Plan(offer, encode, gzip_from=None, vary=False, engine=engine)
     )

@@ -307,3 +307,51 @@ def test_a_table_past_the_element_limit_is_refused_before_its_rows_are_made() ->
         answer = post(api, VERIFY, body, "application/x-npy", family="sinusoidal", d_model=16)
         problem = assert_problem(answer, 422, "posted table")
         assert problem["setting"] == "PE_MAX_ELEMENTS"
+
+
+GEMMA3: Final = {
+    "model_type": "gemma3_text",
+    "head_dim": 16,
+    "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0,
+    "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    "sliding_window_pattern": 2,
+    "num_hidden_layers": 4,
+    "max_position_embeddings": 64,
+}
+
+
+def test_a_table_per_layer_type_is_verified_against_its_config(api: httpx.Client) -> None:
+    """Gemma 3's two layer types, as from-config's answer names them: the sliding layers'
+    table made with the global layers' base is diagnosed, the other matches."""
+    got = api.post("/v1/encodings/rotary/from-config", params={"format": "npz"}, json=GEMMA3)
+    assert got.status_code == 200, got.text
+    with np.load(io.BytesIO(got.content), allow_pickle=False) as archive:
+        members = {name: archive[name] for name in archive.files}
+    assert set(members) == {
+        f"{t}/{a}" for t in ("sliding_attention", "full_attention") for a in ("cos", "sin")
+    }
+    members["sliding_attention/cos"] = members["full_attention/cos"]
+    members["sliding_attention/sin"] = members["full_attention/sin"]
+    body = {"config": GEMMA3, **{name: array.tolist() for name, array in members.items()}}
+    answer = api.post(VERIFY, json=body)
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    assert found["match"] == "different"
+    assert found["tables"]["full_attention"]["match"] == "bitwise"
+    sliding = found["tables"]["sliding_attention"]
+    assert sliding["match"] == "different"
+    assert sliding["claim"]["parameters"]["base"] == 10000  # the sliding layers' GET
+    [several] = sliding["diagnoses"]
+    assert several["mistake"] == "several"
+    assert {"base": 1000000, "scaling": "linear", "factor": 8}.items() <= several[
+        "parameters"
+    ].items()
+
+
+def test_a_table_per_layer_type_needs_a_config(api: httpx.Client) -> None:
+    body = npz_bytes(
+        **{"full_attention/cos": np.ones((2, 4)), "full_attention/sin": np.zeros((2, 4))}
+    )
+    answer = post(api, VERIFY, body, "application/x-npz", family="rotary", head_dim=4)
+    assert_problem(answer, 422, "config")
