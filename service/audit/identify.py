@@ -22,13 +22,21 @@ from typing import Any, Final
 
 import numpy as np
 
-from service.audit import verify
+from service.audit import bands, verify
 from service.audit.verify import Claim, Posted, Values
 from service.encodings.registry import Key
 from service.errors import InvalidParameter
 
 MAX_CANDIDATES: Final = 64
 VERIFIED: Final = 3
+# rows of each position band a candidate is scored on, at most
+PROBE_ROWS: Final = 32
+# a score within this of the table: a candidate close enough that the simplest comes first
+CLOSE: Final = 1e-4
+# the bases of the models' configs (and the libraries' defaults)
+USUAL_BASES: Final = frozenset(
+    (1e4, 1e5, 5e5, 1e6, 2e6, 5e6, 1e7, 1e8, 25e4, 75e4, 15e4, 8e6, 1e3, 500.0, 2.5e5)
+)
 # rows read to estimate frequencies, at most
 ESTIMATE_ROWS: Final = 8192
 SCALING_FIELDS: Final = (
@@ -182,7 +190,7 @@ def _scalings(turned: Values, base: float, attention: float, context: int) -> li
     if abs(high - 1) < 1e-3 and low < 1:
         for factor in nice(1 / low)[:2]:
             for original in _contexts(ratio, base, factor):
-                if True:
+                if original:
                     out.append(
                         {
                             "scaling": "llama3",
@@ -192,13 +200,15 @@ def _scalings(turned: Values, base: float, attention: float, context: int) -> li
                             "original_max_position_embeddings": original,
                         }
                     )
-                    out.append(
-                        {
-                            "scaling": "yarn",
-                            "factor": factor,
-                            "original_max_position_embeddings": original,
-                        }
-                    )
+                    yarn = {
+                        "scaling": "yarn",
+                        "factor": factor,
+                        "original_max_position_embeddings": original,
+                    }
+                    out.append(yarn)
+                    if abs(attention - (0.1 * math.log(factor) + 1)) > 1e-6:
+                        # mscale and mscale_all_dim as DeepSeek's: the factor they make
+                        out.append({**yarn, "attention_factor": float(f"{attention:.7g}")})
     factors = ",".join(f"{float(np.float32(1 / r)):.9g}" for r in ratio)
     if all(math.isfinite(1 / r) for r in ratio):
         out.append(
@@ -257,7 +267,9 @@ def _rotary(posted: Posted, start: int, length: int) -> Iterable[tuple[str, dict
     common = {"head_dim": width, "convention": convention, "max_len": length}
     if start:
         common["start"] = start
-    for each in nice(base)[:3]:
+    read = nice(base)[:3]
+    near = sorted(USUAL_BASES, key=lambda each: abs(math.log(each / base)))[:2]
+    for each in [*read, *(b for b in near if b not in read)]:
         for scaling in _scalings(turned, each, attention, length):
             yield "rotary", {**common, "base": each, **scaling}
 
@@ -302,10 +314,7 @@ def identify(
     """The candidates that reproduce the posted table, best first: each the ``GET`` (family
     and parameters), its largest difference and its bands; the nearest one and where it
     departs where none matches."""
-    order = np.argsort(posted.positions, kind="stable")
-    sample = verify.sampled(posted.positions[order])
-    index = order[sample]
-    probe = Posted(posted.rows[index], posted.dtype, posted.positions[index])
+    probe = _probe(posted)
     scored: list[tuple[float, str, dict[str, Any], Key]] = []
     tried = 0
     for family, parameters in candidates(posted, start, named):
@@ -324,7 +333,8 @@ def identify(
         except (InvalidParameter, ValueError, TypeError, ArithmeticError):
             continue
         scored.append((score if math.isfinite(score) else math.inf, family, parameters, key))
-    scored.sort(key=lambda each: each[0])
+    # the nearest first; among those within CLOSE of the table, the simplest
+    scored.sort(key=lambda each: (each[0] > CLOSE, _complexity(each[2]), each[0]))
     answers = []
     for _, family, parameters, key in scored[:VERIFIED]:
         make = makers[family]
@@ -337,6 +347,7 @@ def identify(
             {
                 "family": family,
                 "parameters": verify.said(parameters),
+                "complexity": _complexity(parameters),
                 "match": found["match"],
                 "max_error": largest if math.isfinite(largest) else None,
                 "bands": found["bands"],
@@ -344,7 +355,13 @@ def identify(
             }
         )
     rank = {"bitwise": 0, "library": 1, "float16": 2, "bfloat16": 3, "different": 4}
-    answers.sort(key=lambda each: (rank[each["match"]], each["max_error"] or math.inf))
+    answers.sort(
+        key=lambda each: (
+            rank[each["match"]],
+            each.pop("complexity"),
+            math.inf if each["max_error"] is None else each["max_error"],
+        )
+    )
     matched = any(each["match"] != "different" for each in answers)
     return {
         "matched": matched,
@@ -352,6 +369,33 @@ def identify(
         "candidates": answers,
         "read": _read(posted, named),
     }
+
+
+def _complexity(parameters: Mapping[str, Any]) -> int:
+    """How much a candidate's parameters say beyond a model's usual ones: longrope's
+    factors (read from the table, they make any frequencies) and an unusual base each
+    count one, so that a named scaling and a usual base come first among equals."""
+    longrope = parameters.get("scaling") == "longrope"
+    base = parameters.get("base")
+    unusual = base is not None and float(base) not in USUAL_BASES
+    return int(longrope) + int(unusual)
+
+
+def _probe(posted: Posted) -> Posted:
+    """The rows candidates are scored on: in each position band, its first
+    :data:`PROBE_HEAD` rows and a spread of :data:`PROBE_ROWS` of them."""
+    order = np.argsort(posted.positions, kind="stable")
+    positions = posted.positions[order]
+    picked = []
+    for band in bands.bands(int(positions[-1]) + 1):
+        low, high = np.searchsorted(positions, [band.start, band.stop])
+        if high > low:
+            count = high - low
+            picked.append(
+                low + np.unique(np.linspace(0, count - 1, min(count, PROBE_ROWS)).astype(np.intp))
+            )
+    index = order[np.concatenate(picked)]
+    return Posted(posted.rows[index], posted.dtype, posted.positions[index])
 
 
 def _score(key: Key, probe: Posted) -> float:

@@ -430,8 +430,6 @@ async def _spec(
     and their last its ``max_len`` unless the claim says."""
     stop = int(table.positions.max()) + 1
     parameters = {**claimed.parameters, **extra}
-    if claimed.config is None:
-        parameters.setdefault("start", int(table.positions.min()))
     named = Table(family=claimed.family, parameters=parameters, config=claimed.config)
     if "family" in query:
         return await _queried(runtime, known, named, stop)

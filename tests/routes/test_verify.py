@@ -61,7 +61,7 @@ def test_a_table_posted_as_npz_with_the_claim_in_the_query_matches(api: httpx.Cl
     assert found["match"] == "bitwise"
     assert found["claim"] == {
         "family": "rotary",
-        "parameters": {"head_dim": 16, "base": 10000, "max_len": 64, "start": 0},
+        "parameters": {"head_dim": 16, "base": 10000, "max_len": 64},
     }
     assert found["rows"] == 64
 
