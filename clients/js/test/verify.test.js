@@ -81,6 +81,9 @@ test("against a model's config, from a start", async () => {
   const later = { cos: rows.cos.slice(8), sin: rows.sin.slice(8) };
   const fromText = await pe.verify(later, { config: JSON.stringify(config), start: 8 });
   assert.equal(fromText.match, "bitwise");
+  const ids = Array.from({ length: 56 }, (_, i) => i + 8);
+  assert.equal((await pe.verify(later, { config, positionIds: ids })).match, "bitwise");
+  assert.equal((await pe.verify(later, { config })).match, "different");
   const other = { ...config, rope_theta: 500000 };
   assert.equal(mistakes(await pe.verify(rows, { config: other }))[0], "base");
 });
