@@ -468,6 +468,107 @@ export interface Comparison {
   [field: string]: unknown;
 }
 
+/** A posted table's array: rows of numbers (arrays or typed arrays), or a tensor as the
+ * client decodes them. */
+export type Rows = ArrayLike<ArrayLike<number>> | Tensor;
+
+/** A table to verify or identify: cos and sin, or one array (`[L, d]`, or rotary's
+ * `[2, L, d]`, cos first, as its GET's stacked answer holds them), or one tensor. */
+export type PostedTable =
+  | { cos: Rows; sin: Rows }
+  | { data: Rows | ArrayLike<ArrayLike<ArrayLike<number>>> }
+  | Tensor;
+
+export interface PostedParams {
+  /** The position of the first row (default 0). */
+  start?: number;
+  /** The position of each row, instead of `start`. */
+  positionIds?: ArrayLike<number>;
+  /** The dtype the numbers are of: a tensor's own, else float32. */
+  dtype?: "float32" | "float64" | "float16";
+}
+
+/** The claim a table is checked against: a family and its GET's parameters, or a model's
+ * config.json (as `fromConfig` takes it; family "rotary" unless named) and from-config's. */
+export interface VerifyParams extends PostedParams {
+  family?: Family;
+  /** camelCase or the service's names; arrays go comma-separated, as in a query. */
+  parameters?: Record<string, Value | ArrayLike<number>>;
+  config?: Config | null;
+}
+
+/** How close a table is: bit for bit, as the library computes it, as the claim rounded to
+ * float16 or bfloat16, or none of these. */
+export type Match = "bitwise" | "library" | "float16" | "bfloat16" | "different";
+
+/** A posted table's difference from the claim over one band of positions. */
+export interface VerifyBand {
+  start: number;
+  stop: number;
+  rows: number;
+  max_difference: number;
+  mean_difference: number;
+  /** rotary tables: the largest drift of a pair's angle, radians. */
+  max_angle_drift?: number;
+}
+
+/** A known mistake that makes the posted table, and the GET that gives it. */
+export interface Diagnosis {
+  mistake: string;
+  description: string;
+  from_position: number | null;
+  max_error: number;
+  family: Family;
+  parameters: Record<string, unknown>;
+  /** "parameters" (the GET above gives the table), or the audit path or transform. */
+  by: string;
+  [field: string]: unknown;
+}
+
+/** `POST /v1/verify`'s JSON document. */
+export interface Verification {
+  match: Match;
+  claim: { family: Family; parameters: Record<string, unknown> };
+  rows: number;
+  bands: VerifyBand[];
+  first_over: FirstOver;
+  first_wrong_way?: number | null;
+  /** Where the posted table holds NaN or an infinity; null: nowhere. */
+  non_finite: { entries: number; first_positions: number[] } | null;
+  diagnoses: Diagnosis[];
+  /** A table of another width than the claim's (its bands then empty). */
+  shape?: { posted_width: number; claimed_width: number };
+  [field: string]: unknown;
+}
+
+/** A GET that reproduces an identified table, or comes nearest. */
+export interface Candidate {
+  family: Family;
+  parameters: Record<string, unknown>;
+  match: Match;
+  max_error: number;
+  bands: VerifyBand[];
+  first_over: FirstOver;
+  [field: string]: unknown;
+}
+
+/** `POST /v1/identify`'s JSON document. */
+export interface Identification {
+  matched: boolean;
+  tried: number;
+  candidates: Candidate[];
+  /** What the table itself says: its rows and width, its pairing, base and scale. */
+  read: {
+    rows: number;
+    width: number;
+    pairing: string | null;
+    base: number | null;
+    attention_factor: number | null;
+    [field: string]: unknown;
+  };
+  [field: string]: unknown;
+}
+
 /** An error answer: its status and RFC 9457 problem document. */
 export class ProblemError extends Error {
   constructor(status: number, problem: Record<string, unknown>);
@@ -557,6 +658,10 @@ export class Client {
   auditPng(family: Family, params: AuditParams): Promise<Uint8Array>;
   /** `POST /v1/compare`: two tables' difference by position band. */
   compare(a: CompareTable, b: CompareTable, range: CompareRange): Promise<Comparison>;
+  /** `POST /v1/verify`: a table against its claim, and the mistake that made it otherwise. */
+  verify(table: PostedTable, params: VerifyParams): Promise<Verification>;
+  /** `POST /v1/identify`: the GETs that reproduce a table, best first. */
+  identify(table: PostedTable, params?: PostedParams): Promise<Identification>;
   /** `GET /v1/presets`: the sinusoidal presets, or another family's. */
   presets(): Promise<Preset[]>;
   presets(family: "sinusoidal"): Promise<Preset[]>;

@@ -254,7 +254,8 @@ async function sideOf(table, name) {
   return side;
 }
 
-/** Position ids (numbers, bigints, typed arrays, nested to any depth) as JSON arrays. */
+/** Position ids, or a posted table's rows (numbers, bigints, typed arrays, nested to any
+ * depth), as JSON arrays. */
 function idsOf(ids) {
   if (typeof ids === "number" || typeof ids === "bigint") return Number(ids);
   return Array.from(ids, idsOf);
@@ -262,6 +263,40 @@ function idsOf(ids) {
 
 /** A header's comma-separated names (X-Layer-Types, X-Config-Fields), each
  * percent-decoded; null when the answer has no such header. */
+function isTensor(value) {
+  return typeof value === "object" && value !== null && Array.isArray(value.shape) &&
+    ArrayBuffer.isView(value.data);
+}
+
+/** A posted table (`POST /v1/verify`, `/v1/identify`) as a JSON document: `{cos, sin}` or
+ * `{data}` (or one tensor, read as `{data}`), each array rows of numbers or a tensor as the
+ * client decodes them; `dtype` the tensors' unless given (the service's default, float32,
+ * for rows of numbers); `start` and the position ids, one a row, where given. */
+function postedTable(table, { start, positionIds, position_ids, dtype }) {
+  if (table === null || typeof table !== "object" || Array.isArray(table)) {
+    throw new TypeError("table must be {cos, sin} or {data}: rows of numbers, or tensors");
+  }
+  const members = isTensor(table) ? { data: table } : table;
+  const unknown = Object.keys(members).find((name) => !["cos", "sin", "data"].includes(name));
+  if (unknown !== undefined) throw new TypeError(`table: ${unknown} is not cos, sin or data`);
+  const document = {};
+  let found = dtype;
+  for (const [name, value] of Object.entries(members)) {
+    if (value === undefined || value === null) continue;
+    if (isTensor(value)) {
+      document[name] = nested(valuesOf(value), value.shape);
+      found ??= value.dtype;
+    } else {
+      document[name] = idsOf(value);
+    }
+  }
+  if (found !== undefined) document.dtype = found;
+  if (start !== undefined) document.start = start;
+  const ids = positionIds ?? position_ids;
+  if (ids !== undefined && ids !== null) document.position_ids = idsOf(ids);
+  return document;
+}
+
 function namesOf(header) {
   if (header === null || header === undefined) return null;
   return header
@@ -634,6 +669,35 @@ export class Client {
       headers: { "content-type": "application/json" },
     };
     return (await this.request("POST", "/v1/compare", {}, init)).json();
+  }
+
+  /** Whether `table` (`{cos, sin}` or `{data}`: rows of numbers, or tensors) is what
+   * `family`'s GET with `parameters` gives (or a model's `config`, as `fromConfig` takes
+   * it, with from-config's `parameters`; its family "rotary" unless named) at positions
+   * `start`, `start + 1`, ... (or at `positionIds`, one a row), and if not, which known
+   * mistake makes it (`POST /v1/verify`): the service's `{match, claim, rows, bands,
+   * first_over, first_wrong_way, non_finite, diagnoses: [{mistake, description,
+   * from_position, max_error, family, parameters, by}]}`. */
+  async verify(table, { family, parameters = {}, config, ...posted } = {}) {
+    const named = family ?? (config === undefined || config === null ? undefined : "rotary");
+    const claim = await sideOf({ family: named, parameters, config }, "claim");
+    return this.posted("/v1/verify", { ...claim, ...postedTable(table, posted) });
+  }
+
+  /** The GET requests that reproduce `table` (as `verify` takes it), best first, with no
+   * claim (`POST /v1/identify`): the service's `{matched, tried, candidates: [{family,
+   * parameters, match, max_error, bands, first_over}], read: {rows, width, pairing, base,
+   * attention_factor}}`. */
+  async identify(table, posted = {}) {
+    return this.posted("/v1/identify", postedTable(table, posted));
+  }
+
+  async posted(path, document) {
+    const init = {
+      body: jsonOf(document, "table"),
+      headers: { "content-type": "application/json" },
+    };
+    return (await this.request("POST", path, {}, init)).json();
   }
 
   /** A family's presets (`GET /v1/presets`; the sinusoidal ones by default), each with

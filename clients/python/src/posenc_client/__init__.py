@@ -17,6 +17,8 @@ with its RFC 9457 problem document. It imports nothing from the service.
         bias = pe.alibi_bias(8, 512)                     # (8, 512, 512), -inf masked
         audit = pe.audit("rotary", 131072, head_dim=128)  # each path's error by band
         diff = pe.compare(a, b, stop=4096)               # {"family", "parameters"}s, by band
+        check = pe.verify({"cos": cos, "sin": sin}, "rotary", head_dim=128, base=5e5)
+        found = pe.identify({"cos": cos, "sin": sin})     # the GETs that give it, best first
 """
 
 from posenc_client._async import AsyncClient

@@ -17,6 +17,7 @@ from posenc_client._encoding import (
     DType,
     Family,
     Mrope,
+    PostedTable,
     RotaryLayers,
     Rounding,
     Scaling,
@@ -412,3 +413,37 @@ class Models:
         return await self._send(
             _wire.compare(comparison_table(a), comparison_table(b), start, stop)
         )
+
+    async def verify(
+        self,
+        table: PostedTable,
+        family: Family | None = None,
+        *,
+        config: Mapping[str, Any] | str | os.PathLike[str] | bytes | None = None,
+        start: int = 0,
+        position_ids: ArrayLike | None = None,
+        **parameters: Value,
+    ) -> dict[str, Any]:
+        """Whether ``table`` is what ``family``'s ``GET`` with ``parameters`` (or the model's
+        ``config``, as :meth:`from_config` takes it, with from-config's ``parameters``; its
+        family ``rotary`` unless named) gives at positions ``start``, ``start + 1``, ...
+        (or at ``position_ids``, one a row), and if not, which known mistake makes it
+        (``POST /v1/verify``). ``table``: an array ``(L, d)``, rotary's ``(2, L, d)`` (cos
+        first), or ``{"cos": ..., "sin": ...}``. The answer: ``{"match": "bitwise" |
+        "library" | "float16" | "bfloat16" | "different", "claim", "rows", "bands",
+        "first_over", "first_wrong_way", "non_finite", "diagnoses": [{"mistake",
+        "description", "from_position", "max_error", "family", "parameters", "by"}]}``."""
+        claim: dict[str, Any] = {"family": family, "parameters": parameters}
+        if config is not None:
+            claim = {**claim, "family": family or "rotary", "config": read_config(config)}
+        return await self._send(_wire.verify(table, claim, start, position_ids))
+
+    async def identify(
+        self, table: PostedTable, *, start: int = 0, position_ids: ArrayLike | None = None
+    ) -> dict[str, Any]:
+        """The ``GET`` requests that reproduce ``table`` (taken as :meth:`verify` takes it),
+        best first, with no claim (``POST /v1/identify``): ``{"matched", "tried",
+        "candidates": [{"family", "parameters", "match", "max_error", "bands",
+        "first_over"}], "read": {"rows", "width", "pairing", "base",
+        "attention_factor"}}``."""
+        return await self._send(_wire.identify(table, start, position_ids))

@@ -31,6 +31,9 @@ Mrope = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
 Family = str
 # a query parameter's value: numbers, words, booleans, or numbers separated by commas
 Value = int | float | str | bool | Sequence[float] | None
+# a posted table (verify, identify): one array, ``(L, d)`` or rotary's ``(2, L, d)`` (cos
+# first), or its arrays by name, ``{"cos": ..., "sin": ...}`` or ``{"data": ...}``
+PostedTable = ArrayLike | Mapping[str, ArrayLike]
 # a model's config.json, parsed or as its bytes (the clients also take a path and read it)
 Config = Mapping[str, Any] | bytes
 
@@ -86,6 +89,14 @@ def write_npz(embeddings: ArrayLike, position_ids: ArrayLike) -> bytes:
     """A batch and its position ids as an uncompressed ``.npz`` archive, a member each."""
     buffer = io.BytesIO()
     np.savez(buffer, embeddings=np.asarray(embeddings), position_ids=np.asarray(position_ids))
+    return buffer.getvalue()
+
+
+def write_members(members: Mapping[str, ArrayLike]) -> bytes:
+    """Named arrays as an uncompressed ``.npz`` archive, a member each."""
+    buffer = io.BytesIO()
+    arrays: dict[str, Any] = {name: np.asarray(array) for name, array in members.items()}
+    np.savez(buffer, **arrays)
     return buffer.getvalue()
 
 

@@ -20,6 +20,7 @@ from posenc_client._encoding import (
     PNG,
     Array,
     Config,
+    PostedTable,
     RotaryLayers,
     Value,
     array_of,
@@ -33,6 +34,7 @@ from posenc_client._encoding import (
     query,
     tables_of,
     write_config,
+    write_members,
     write_npy,
     write_npz,
 )
@@ -50,6 +52,10 @@ MROPE: Final = "/v1/positions/mrope"
 ALIBI: Final = "/v1/biases/alibi"
 AUDIT: Final = "/v1/audit"
 COMPARE: Final = "/v1/compare"
+VERIFY: Final = "/v1/verify"
+IDENTIFY: Final = "/v1/identify"
+# the arrays a posted table may hold, by the names the service reads them under
+TABLE_MEMBERS: Final = ("cos", "sin", "data")
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +313,69 @@ def compare(
         return document
 
     return Call("POST", COMPARE, decode, {}, content, {"content-type": JSON})
+
+
+def _members(table: PostedTable, position_ids: ArrayLike | None) -> dict[str, Array]:
+    """A posted table's arrays by name, and its position ids (integers as int64)."""
+    if isinstance(table, Mapping):
+        unknown = [name for name in table if name not in TABLE_MEMBERS]
+        if unknown:
+            raise TypeError(f"table: {unknown[0]!r} is not cos, sin or data")
+        members = {name: np.asarray(array) for name, array in table.items()}
+    else:
+        members = {"data": np.asarray(table)}
+    if position_ids is not None:
+        ids = np.asarray(position_ids)
+        members["position_ids"] = ids.astype(np.int64) if ids.dtype.kind in "iu" else ids
+    return members
+
+
+def _judged(response: httpx.Response) -> dict[str, Any]:
+    document: dict[str, Any] = document_of(response)
+    return document
+
+
+def _posted(path: str, members: Mapping[str, Array], params: dict[str, str]) -> Call[Any]:
+    """``POST {path}`` with the table's arrays as an ``.npz``; the answer as JSON."""
+    headers = {"content-type": NPZ}
+    return Call("POST", path, _judged, params, write_members(members), headers)
+
+
+def verify(
+    table: PostedTable,
+    claim: Mapping[str, Any],
+    start: int,
+    position_ids: ArrayLike | None,
+) -> Call[dict[str, Any]]:
+    """``POST /v1/verify``: the table against the ``claim`` (``{"family", "parameters"}``,
+    or ``{"family", "config", "parameters"}``). Without a config the table goes as an
+    ``.npz`` and the claim in the query; with one, all as a JSON document (the arrays as
+    lists, their ``dtype`` beside them: a float's list is its exact value, which the service
+    rounds back to that dtype bit for bit)."""
+    members = _members(table, position_ids)
+    if claim.get("config") is None:
+        given = {"family": claim.get("family"), **claim.get("parameters", {}), "start": start}
+        return _posted(VERIFY, members, query(given))
+    body: dict[str, Any] = {**_side("claim", claim), "start": start}
+    dtypes = [str(array.dtype) for name, array in members.items() if name != "position_ids"]
+    if dtypes:
+        body["dtype"] = dtypes[0]
+    body.update({name: array.tolist() for name, array in members.items()})
+    try:
+        content = json.dumps(body, allow_nan=False).encode()
+    except ValueError:
+        raise ValueError(
+            "table: a non-finite entry has no JSON form; post it without a config "
+            "(family and parameters), which sends the table as .npz"
+        ) from None
+    return Call("POST", VERIFY, _judged, {}, content, {"content-type": JSON})
+
+
+def identify(
+    table: PostedTable, start: int, position_ids: ArrayLike | None
+) -> Call[dict[str, Any]]:
+    """``POST /v1/identify``: the table as an ``.npz``, no claim; the answer as JSON."""
+    return _posted(IDENTIFY, _members(table, position_ids), query({"start": start}))
 
 
 def given(names: Mapping[str, Any], parameters: Mapping[str, Value]) -> dict[str, Value]:
