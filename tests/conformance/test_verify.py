@@ -306,33 +306,13 @@ ROTARY_MISTAKES: Final = [
         Made(ids="float16"),
         positions=np.arange(4 * ROWS, dtype=np.int64),  # float16 holds integers to 2048
     ),
-    Injected(
-        "float32-positions",
-        "float32-positions",
-        LLAMA2,
-        LLAMA2.query(max_len=2**24 + ROWS, rounding="exact"),
-        positions=FAR,
-    ),
     Injected("bf16-table", "bf16-table", LLAMA2, LLAMA2.query(), Made(stored="bfloat16")),
     Injected("fp16-table", "fp16-table", LLAMA2, LLAMA2.query(), Made(stored="float16")),
     Injected(
         "bf16-frequencies", "bf16-frequencies", LLAMA2, LLAMA2.query(), Made(frequencies="bfloat16")
     ),
 ]
-_CONTEXT: Final = (
-    "identify.scalings_of tries llama3 and yarn only with original_max_position_embeddings "
-    "below the claim's max_len (CONTEXTS < context): a table of 2048 rows of a model whose "
-    "original context is 8192 (4096) gets no scaling trial; the answer has no diagnosis"
-)
-XFAIL: Final[dict[str, str]] = {
-    "sinusoidal/scale-applied": "the scale trial is a GET parameter, which only the mlx preset "
-    "takes: for vaswani the GET refuses scale, the trial is dropped, nothing is diagnosed",
-    "llama3-applied": _CONTEXT,
-    "yarn-applied": _CONTEXT,
-    "float32-positions": "the rotary bound is the device envelope, which holds "
-    "position_ids.float() (transformers' own product): positions cast to float32 are "
-    "'library' even against rounding=exact, at 2^24 + odd positions",
-}
+XFAIL: Final[dict[str, str]] = {}
 
 
 def _cases(injected: list[Injected]) -> list[Any]:
@@ -691,18 +671,7 @@ KNOWN: Final = [
     Known("SD timestep (Timesteps 320, flip, shift 0)",
           lambda: one_array(timestep_library(320, True, 0.0)), "timestep", {"dim": 320}),
 ]  # fmt: skip
-_LONGROPE: Final = (
-    "the base is fitted over the highest-frequency quarter of the pairs, which a yarn ramp "
-    "(beta_fast 32 over 32 pairs) or longrope's factors (above 1 from pair 1 on) already "
-    "move: the base read is off, and longrope's factors read from the table absorb it"
-)
-KNOWN_XFAIL: Final[dict[str, str]] = {
-    "Llama 3.1 (2048 rows)": _CONTEXT + "; identify answers longrope with the factors read",
-    "Qwen2.5 yarn factor 4 (2048 rows)": _CONTEXT
-    + "; identify answers longrope with the factors read",
-    "DeepSeek-V2-style yarn (8192 rows)": _LONGROPE + " (base 1310000 read for 1e6)",
-    "Phi-3-mini-128k longrope (8192 rows)": _LONGROPE + " (base 8500000 read for 10000)",
-}
+KNOWN_XFAIL: Final[dict[str, str]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -758,3 +727,14 @@ def test_identify_names_the_model(known: Known, identified: list[dict[str, Any]]
     assert top["match"] in MATCHED, top
     for name, value in known.expect.items():
         assert top["parameters"].get(name) == value, top["parameters"]
+
+
+def test_rotary_positions_cast_to_float32_are_the_librarys_own_arithmetic() -> None:
+    """transformers turns ``position_ids.float()``: a table made so past 2^24 is the library's
+    (its bound, the device envelope, holds the cast), even against ``rounding=exact``: the
+    float32-positions mistake is one only for families whose library keeps the positions
+    whole (a sinusoidal preset's)."""
+    query = LLAMA2.query(max_len=2**24 + ROWS, rounding="exact")
+    table = rotary_table(LLAMA2, FAR)
+    answer = verified("rotary", query, table)
+    assert answer["match"] == "library", answer["bands"][-1]
