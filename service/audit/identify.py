@@ -79,7 +79,7 @@ def _pairs(rows: Values, convention: str) -> tuple[Values, Values] | None:
 def pairing(posted: Posted) -> str | None:
     """``half`` or ``interleaved``: how the posted ``[cos | sin]`` rows repeat each pair
     (half first where both hold, a table of one pair)."""
-    head = posted.rows[: min(len(posted.rows), 256)]
+    head = posted.take(slice(0, 256))
     for convention in ("half", "interleaved"):
         if _pairs(head, convention) is not None:
             return convention
@@ -97,7 +97,7 @@ def frequencies(posted: Posted, convention: str) -> tuple[Values, float] | None:
         run += 1
     if run < 2:
         return None
-    got = _pairs(posted.rows[:run], convention)
+    got = _pairs(posted.take(slice(0, run)), convention)
     if got is None:
         return None
     cos, sin = got
@@ -148,7 +148,7 @@ def offset_of(claim: Claim, posted: Posted) -> int | None:
     if claim.family != "rotary":
         return None
     convention = str(getattr(claim.key, "convention", "half"))
-    got = _pairs(posted.rows[:1], convention)
+    got = _pairs(posted.take(slice(0, 1)), convention)
     if got is None:
         return None
     cos, sin = got
@@ -395,13 +395,13 @@ def _probe(posted: Posted) -> Posted:
                 low + np.unique(np.linspace(0, count - 1, min(count, PROBE_ROWS)).astype(np.intp))
             )
     index = order[np.concatenate(picked)]
-    return Posted(posted.rows[index], posted.dtype, posted.positions[index])
+    return posted.at(index)
 
 
 def _score(key: Key, probe: Posted) -> float:
     """The largest difference between the probe's rows and ``key``'s at their positions."""
     with np.errstate(invalid="ignore"):
-        difference = np.abs(probe.rows - verify.rows_at(key, probe.positions))
+        difference = np.abs(probe.take(slice(None)) - verify.rows_at(key, probe.positions))
     return float(np.nan_to_num(difference, nan=np.inf).max())
 
 

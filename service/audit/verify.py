@@ -53,18 +53,37 @@ SHIFTS: Final = (-2, -1, 1, 2)
 MAX_DIAGNOSES: Final = 8
 
 
+Index = slice | NDArray[np.intp] | NDArray[np.int64]
+
+
 @dataclass(frozen=True, slots=True)
 class Posted:
-    """A client's table: its rows in the family's layout (the named arrays side by side,
-    as float64), the element type it was sent in, and the position of each row."""
+    """A client's table: its rows (one array, or the family's named arrays, each
+    ``(rows, width)``, as they were sent: views of the body, in any float dtype), the element
+    type it was sent in, and the position of each row. Its rows are read a chunk at a time
+    as float64, the named arrays side by side (:meth:`take`): the table is never copied
+    whole."""
 
-    rows: Values
+    table: NDArray[Any] | tuple[NDArray[Any], ...]
     dtype: str
     positions: NDArray[np.int64]
 
     @property
+    def parts(self) -> tuple[NDArray[Any], ...]:
+        return self.table if isinstance(self.table, tuple) else (self.table,)
+
+    @property
     def width(self) -> int:
-        return int(self.rows.shape[1])
+        return sum(int(part.shape[1]) for part in self.parts)
+
+    def take(self, index: Index) -> Values:
+        """The rows at ``index``, as float64, the named arrays side by side."""
+        parts = [np.asarray(part[index], np.float64) for part in self.parts]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+    def at(self, index: Index) -> Posted:
+        """The table of the rows at ``index`` (a probe of it)."""
+        return Posted(self.take(index), self.dtype, self.positions[index])
 
 
 Make = Callable[[Mapping[str, Any]], Key]
@@ -175,12 +194,13 @@ def _measure(claim: Claim, posted: Posted, error: Values) -> _Rows:
     key, count = claim.key, len(posted.positions)
     largest, sums = np.empty(count), np.empty(count)
     excess = {kind: np.empty(count) for kind in ("library", "float16", "bfloat16")}
-    finite: NDArray[np.bool_] = np.asarray(np.isfinite(posted.rows).all(axis=1))
+    finite: NDArray[np.bool_] = np.ones(count, bool)
     turning = paths.angles(key) is not None
     drift = np.empty(count) if turning else None
     equal = posted.dtype == str(key.dtype)
     for part in _chunks(count, posted.width):
-        at, mine = posted.positions[part], posted.rows[part]
+        at, mine = posted.positions[part], posted.take(part)
+        finite[part] = np.isfinite(mine).all(axis=1)
         expected = rows_at(key, at)
         with np.errstate(invalid="ignore"):
             difference = np.abs(mine - expected)
@@ -302,11 +322,14 @@ def verify(claim: Claim, posted: Posted, diagnosing: bool = True) -> dict[str, A
 def _non_finite(posted: Posted) -> dict[str, Any] | None:
     """Where the posted table holds NaN or infinity: how many entries, and the first rows'
     positions (data, not an error)."""
-    bad = ~np.isfinite(posted.rows)
-    count = int(bad.sum())
+    count, rows = 0, []
+    for part in _chunks(len(posted.positions), posted.width):
+        bad = ~np.isfinite(posted.take(part))
+        count += int(bad.sum())
+        rows.append(posted.positions[part][bad.any(axis=1)])
     if not count:
         return None
-    at = np.unique(posted.positions[bad.any(axis=1)])
+    at = np.unique(np.concatenate(rows))
     return {"entries": count, "first_positions": at[:10].tolist()}
 
 
@@ -620,7 +643,7 @@ def _against(
     values, whole = made
     if claimed is None:
         claimed = rows_at(claim.key, positions)
-    given = posted.rows[index]
+    given = posted.take(index)
     if not whole:
         claimed, given = paths.entries(claim.key, claimed), paths.entries(claim.key, given)
     if given.shape != values.shape:

@@ -87,12 +87,12 @@ def _members(names: Iterable[str]) -> tuple[str, ...]:
 
 def rows_of(
     arrays: Mapping[str, NDArray[Any]], limits: Limits
-) -> tuple[NDArray[np.float64], str, int]:
-    """The posted rows (named arrays side by side, as float64), their dtype, and how many
-    arrays a row holds: ``cos`` and ``sin``, or one array (``data``: ``(L, d)``, or
-    ``(2, L, d)`` read as ``cos`` and ``sin``, as an ``.npy`` of a rotary table holds
-    them). Its entries are counted against ``PE_MAX_ELEMENTS`` and its row's width against
-    ``PE_MAX_WIDTH`` before the float64 copy is made."""
+) -> tuple[tuple[NDArray[Any], ...], str]:
+    """The posted table's arrays as :class:`service.audit.verify.Posted` takes them (as
+    they were sent: never copied whole), and their dtype: ``cos`` and ``sin``, or one array
+    (``data``: ``(L, d)``, or ``(2, L, d)`` read as ``cos`` and ``sin``, as an ``.npy`` of a
+    rotary table holds them). Its entries are counted against ``PE_MAX_ELEMENTS`` and its
+    row's width against ``PE_MAX_WIDTH``."""
     if ("cos" in arrays) != ("sin" in arrays):
         raise InvalidInput("sin" if "cos" in arrays else "cos", "is required beside the other")
     if "cos" in arrays and "data" in arrays:
@@ -114,9 +114,10 @@ def rows_of(
     width = sum(int(part.shape[1]) for part in parts)
     limits.row_width(width, "the posted table's row (its arrays side by side)")
     limits.rows(int(parts[0].shape[0]), width, "the posted table's rows × width")
-    dtype = str(parts[0].dtype)
-    rows = np.concatenate([np.asarray(part, np.float64) for part in parts], axis=1)
-    return rows, dtype, len(parts)
+    dtypes = {str(part.dtype) for part in parts}
+    if len(dtypes) > 1:
+        raise InvalidInput("sin", f"its dtype {parts[1].dtype} is not cos's {parts[0].dtype}")
+    return tuple(parts), dtypes.pop()
 
 
 def _positions(arrays: Mapping[str, NDArray[Any]], start: int, count: int) -> NDArray[np.int64]:
@@ -163,13 +164,14 @@ def _query(request: Request) -> dict[str, str]:
 
 
 class _Rows(NamedTuple):
-    """One posted table: its rows, their dtype, how many arrays a row holds, and each
-    row's position."""
+    """One posted table: its arrays, their dtype, and each row's position."""
 
-    rows: NDArray[np.float64]
+    parts: tuple[NDArray[Any], ...]
     dtype: str
-    named: int
     positions: NDArray[np.int64]
+
+    def posted(self) -> verifying.Posted:
+        return verifying.Posted(self.parts, self.dtype, self.positions)
 
 
 class _Table(NamedTuple):
@@ -213,8 +215,8 @@ def _decoded(
     start = _start(query, fields)
     tables = {}
     for layer, members in _layers(arrays).items():
-        rows, dtype, named = rows_of(members, runtime.limits)
-        tables[layer] = _Rows(rows, dtype, named, _positions(members, start, len(rows)))
+        parts, dtype = rows_of(members, runtime.limits)
+        tables[layer] = _Rows(parts, dtype, _positions(members, start, len(parts[0])))
     return _Table(fields, tables, len(body))
 
 
@@ -277,8 +279,8 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             claim = verifying.Claim(
                 claimed.family, spec.parameters, spec.key, makers[claimed.family]
             )
-            mine = verifying.Posted(table.rows, table.dtype, table.positions)
-            found[layer] = await _computed(runtime, table.rows, verifying.verify, claim, mine)
+            mine = table.posted()
+            found[layer] = await _computed(runtime, mine, verifying.verify, claim, mine)
             keys.append(spec.key)
         return await _answer(request, runtime, offer, _joined(found), *keys)
 
@@ -295,10 +297,10 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             raise InvalidInput(claimed[0], "identify takes no claim: send it to /v1/verify")
         found = {}
         for layer, table in read.tables.items():
-            posted = verifying.Posted(table.rows, table.dtype, table.positions)
+            posted = table.posted()
             start = int(table.positions.min())
             found[layer] = await _computed(
-                runtime, table.rows, identifying.identify, posted, makers, table.named, start
+                runtime, posted, identifying.identify, posted, makers, len(table.parts), start
             )
         return await _answer(request, runtime, offer, _joined(found))
 
@@ -393,12 +395,13 @@ def _claim(query: Mapping[str, str], fields: Mapping[str, Any]) -> Table:
         raise RequestValidationError(errors) from None
 
 
-async def _computed(runtime: Runtime, rows: NDArray[Any], function: Any, *args: Any) -> Any:
+async def _computed(runtime: Runtime, posted: verifying.Posted, function: Any, *args: Any) -> Any:
     """``function`` run in a worker thread, in the lane the table's entries choose (a few
     tables of its size are computed: the claim's, the exact one, the library's), a large
     one in the large answers' turns."""
-    elements = 4 * rows.size
-    async with handlers.permit(runtime, 8 * rows.size > handlers.LARGE_ANSWER_BYTES):
+    entries = len(posted.positions) * posted.width
+    elements = 4 * entries
+    async with handlers.permit(runtime, 8 * entries > handlers.LARGE_ANSWER_BYTES):
         return await runtime.compute(elements, function, *args)
 
 
