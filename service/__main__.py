@@ -1,8 +1,9 @@
 """``python -m service``: run the service under uvicorn with the ``PE_*`` settings.
 
 ``python -m service openapi`` prints the OpenAPI document instead (the committed
-``openapi/openapi.json`` is this output), and ``python -m service export`` writes a table
-without a server (:mod:`service.cli`); ``--help`` says so, and starts nothing.
+``openapi/openapi.json`` is this output), ``python -m service export`` writes a table
+without a server, and ``verify`` and ``identify`` check one (:mod:`service.cli`); ``--help``
+says so, and starts nothing.
 
 Settings the service cannot start with stop it before it serves, with one line on standard
 error and exit status 2: an unknown ``PE_`` variable, a malformed value, a ``PE_PRELOAD``
@@ -123,6 +124,8 @@ def main() -> None:
         return
     if arguments.command == "export":
         raise SystemExit(cli.run_export(arguments, settings))
+    if arguments.command in ("verify", "identify"):
+        raise SystemExit(cli.run_check(arguments, settings))
     try:
         # held by the supervisor until its workers have stopped (uvicorn.run returns)
         grpc_port = supervision.hold_grpc_port(settings)

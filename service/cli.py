@@ -1,8 +1,10 @@
-"""The command line: ``python -m service [serve|openapi|export]`` (and ``pe-service``).
+"""The command line: ``python -m service [serve|openapi|export|verify|identify]`` (and
+``pe-service``).
 
 ``export`` writes any family's table without a server: the request is answered by the app
 in this process (no port is opened), so the file is byte for byte the HTTP answer, with the
 same parameters, defaults, limits and refusals. :func:`export` does it from Python.
+``verify`` and ``identify`` check a table file the same way (:mod:`service.checking`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
-from service import exporting
+from service import checking, exporting
 from service.codecs.types import FORMATS
 from service.exporting import ExportError as ExportError  # public here too: cli.export raises it
 from service.settings import Settings, from_environment
@@ -43,6 +45,33 @@ examples:
   python -m service export rotary --config config.json --format safetensors -o rope.safetensors
   python -m service export alibi num_heads=4 max_len=64 --format json
   python -m service export rotary --config config.json --audit -o audit.json"""
+_CHECK: Final = """\
+{what}, without a server:
+the answer POST /v1/{command} gives for the file's bytes (.npy, .npz or safetensors with
+cos and sin or data and optionally position_ids, or JSON).
+Exit status: 0 for a match (bitwise, within the library's rounding, or a named dtype's),
+1 for {different},
+2 for arguments, a file or a claim it cannot take.
+
+examples:
+{examples}"""
+_VERIFY: Final = _CHECK.format(
+    what="Check a table against a family's GET or a model's config.json",
+    command="verify",
+    different="a difference (diagnosed where a known mistake explains it)",
+    examples="""\
+  python -m service verify table.npz --config config.json
+  python -m service verify table.npy --family rotary --param head_dim=128 --param base=500000
+  python -m service verify table.npz --family sinusoidal --param d_model=512 --json""",
+)
+_IDENTIFY: Final = _CHECK.format(
+    what="Name the GETs that reproduce a table, with no claim",
+    command="identify",
+    different="no candidate that matches",
+    examples="""\
+  python -m service identify table.npy
+  python -m service identify table.npz --start 4096 --json""",
+)
 
 
 def _paths() -> dict[str, str]:
@@ -140,7 +169,7 @@ def parser() -> argparse.ArgumentParser:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = main.add_subparsers(dest="command", metavar="{serve,openapi,export}")
+    commands = main.add_subparsers(dest="command", metavar="{serve,openapi,export,verify,identify}")
     commands.add_parser("serve", help="run the service (the default)")
     commands.add_parser("openapi", help="print the OpenAPI document")
     out = commands.add_parser(
@@ -162,6 +191,29 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument(
         "-o", "--output", type=Path, help="the file to write; - or none: standard output"
     )
+    for name, described, summary in (
+        ("verify", _VERIFY, "check a table file against a family's GET or a config"),
+        ("identify", _IDENTIFY, "name the GETs that reproduce a table file"),
+    ):
+        check = commands.add_parser(
+            name,
+            help=summary,
+            description=described,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        check.add_argument("table", type=Path, help="the table file (- : standard input)")
+        if name == "verify":
+            check.add_argument("--family", help="the table's family (with --config: rotary)")
+            check.add_argument(
+                "--param",
+                action="append",
+                default=[],
+                metavar="NAME=VALUE",
+                help="a GET parameter of the family (again for each)",
+            )
+            check.add_argument("--config", type=Path, help="a model's config.json: from-config")
+        check.add_argument("--start", type=int, help="the position of the first row (default 0)")
+        check.add_argument("--json", action="store_true", help="the JSON answer, as the route's")
     return main
 
 
@@ -216,6 +268,46 @@ def run_export(arguments: argparse.Namespace, settings: Settings) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
+
+
+def run_check(arguments: argparse.Namespace, settings: Settings) -> int:
+    """``verify`` and ``identify``: 0 for a match, 1 for a difference, 2 (and the problem's
+    detail on standard error) for what it cannot take; the answer on standard output, as
+    JSON with ``--json``, else said for a terminal."""
+    command = arguments.command
+    paths = _paths()
+    try:
+        query: dict[str, str] = {}
+        config = None
+        if command == "verify":
+            query = checking.parameters_of(arguments.param)
+            for name in ("family", "start"):
+                if name in query:
+                    raise checking.Refused(f"--param {name}=...: give it as --{name}")
+            family = arguments.family or ("rotary" if arguments.config else None)
+            if family is None:
+                raise checking.Refused("give --family (and --param NAME=VALUE), or --config")
+            if family not in paths:
+                raise checking.Refused(f"no family {family!r}; there are {', '.join(paths)}")
+            query["family"] = family
+            if arguments.config is not None:
+                config = (paths[family] + "/from-config", checking.read(arguments.config))
+        if arguments.start is not None:
+            query["start"] = str(arguments.start)
+        body = checking.read(arguments.table)
+        fmt = checking.format_of(None if str(arguments.table) == "-" else arguments.table, body)
+        answer = checking.ask(settings, f"/v1/{command}", body, fmt, query, config)
+    except checking.Refused as exc:
+        sys.stderr.write(f"{command}: {exc}\n")
+        return checking.EXIT_USAGE
+    if arguments.json:
+        sys.stdout.write(json.dumps(answer, indent=2) + "\n")
+    elif command == "verify":
+        sys.stdout.write(checking.verified(answer, paths))
+    else:
+        sys.stdout.write(checking.identified(answer, paths))
+    matched = answer["match"] != "different" if command == "verify" else answer["matched"]
+    return checking.EXIT_MATCH if matched else checking.EXIT_DIFFERENT
 
 
 @contextlib.contextmanager

@@ -22,16 +22,18 @@ async def request(
     write: Callable[[bytes], object],
     fields: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    """``method path?query`` (with ``body``, JSON, if any, and the header ``fields``) asked
-    of ``app``, whose lifespan has started: its status, its headers, and the body of an
-    answer other than a 200, whose body goes to ``write`` instead, a piece at a time as the
-    app sends it. An ``OSError`` of ``write``'s is raised once the app has answered (its
-    first; the app sends the rest into nothing meanwhile, as to a client that has gone,
-    rather than see an error of the client's side)."""
+    """``method path?query`` (with ``body``, JSON unless ``fields`` name its type, and the
+    header ``fields``) asked of ``app``, whose lifespan has started: its status, its
+    headers, and the body of an answer other than a 200, whose body goes to ``write``
+    instead, a piece at a time as the app sends it. An ``OSError`` of ``write``'s is raised
+    once the app has answered (its first; the app sends the rest into nothing meanwhile, as
+    to a client that has gone, rather than see an error of the client's side)."""
     headers = [(b"host", b"export"), (b"accept-encoding", b"identity")]
     headers += [(name.lower().encode(), value.encode()) for name, value in (fields or {}).items()]
     if body is not None:
-        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        if not any(name == b"content-type" for name, _ in headers):  # JSON unless fields say
+            headers.append((b"content-type", b"application/json"))
+        headers.append((b"content-length", b"%d" % len(body)))
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
