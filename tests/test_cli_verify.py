@@ -132,7 +132,7 @@ def test_identify_of_noise_exits_1(tmp_path: Path) -> None:
         (["verify", "TABLE", "--family", "nope"], b"no family 'nope'"),
         (["verify", "TABLE", "--family", "rotary", "--param", "head_dim"], b"is not NAME=VALUE"),
         (["verify", "TABLE", "--family", "rotary", "--param", "family=rotary"], b"--family"),
-        (["verify", "TABLE", "--family", "rotary", "--param", "head_dim=9"], b"422: claim."),
+        (["verify", "TABLE", "--family", "rotary", "--param", "head_dim=9"], b"422: head_dim"),
         (["verify", "missing.npy", "--family", "rotary"], b"cannot read missing.npy"),
         (["identify", "TABLE", "--start", "-1"], b"start"),
         (["identify", "TABLE", "--start", "x"], b"invalid int value"),
