@@ -26,7 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from numpy.typing import NDArray
 from pydantic import ValidationError
 
-from service import codecs, handlers
+from service import batches, codecs, handlers
 from service.audit import identify as identifying
 from service.audit import verify as verifying
 from service.codecs import json as json_codec
@@ -216,7 +216,9 @@ def _decoded(
     tables = {}
     for layer, members in _layers(arrays).items():
         parts, dtype = rows_of(members, runtime.limits)
-        tables[layer] = _Rows(parts, dtype, _positions(members, start, len(parts[0])))
+        positions = _positions(members, start, len(parts[0]))
+        runtime.limits.last_position(int(positions.max()), "the largest position posted")
+        tables[layer] = _Rows(parts, dtype, positions)
     return _Table(fields, tables, len(body))
 
 
@@ -261,6 +263,10 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
     routes = APIRouter(tags=["audit"])
 
     async def verify(request: Request, runtime: RuntimeDep) -> Response:
+        def cached(key: Key, positions: NDArray[np.int64]) -> NDArray[Any]:
+            # the claimed table is a GET's: its rows from the cache's pages, kept there
+            return batches.rows_at(runtime, key, positions)
+
         query = _query(request)
         offer = _offer(query)
         offer.chosen(request)
@@ -277,7 +283,7 @@ def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
             extra = {"layer_type": layer} if layered else {}
             spec = await _spec(runtime, known, query, claimed, table, posted.size, extra)
             claim = verifying.Claim(
-                claimed.family, spec.parameters, spec.key, makers[claimed.family]
+                claimed.family, spec.parameters, spec.key, makers[claimed.family], cached
             )
             mine = table.posted()
             found[layer] = await _computed(runtime, mine, verifying.verify, claim, mine)
