@@ -1,8 +1,9 @@
 """The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi,
 diffusion timesteps, sin-cos grids, multi-axis RoPE; one for the audit and compare views; one
 that checks a .npy file of the user's) that draws tables in the browser from the raw
-endpoints, and audits, comparisons and checks from their JSON answers. Nothing is fetched from another host. The page carries the service's
-``PE_MAX_ELEMENTS``, so that the curl commands it offers are ones the service answers."""
+endpoints, and audits, comparisons and checks from their JSON answers. Nothing is fetched
+from another host. The page carries the service's ``PE_MAX_ELEMENTS``, so that the curl
+commands it offers are ones the service answers."""
 
 from __future__ import annotations
 

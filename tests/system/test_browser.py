@@ -1216,7 +1216,8 @@ def test_the_check_view_verifies_and_identifies_a_users_table(visit: Visit, tmp_
     assert page.is_hidden("#check-claim-box")
     assert page.get_attribute("#check-candidates li", "data-family") == "sinusoidal"
     assert len(_requested(visit, "/v1/identify")) == 1
-    assert "view=check" in page.url and "mode=identify" in page.url
+    assert "view=check" in page.url
+    assert "mode=identify" in page.url
     # not an .npy file: the page says so and asks nothing
     asked = len(visit.requests)
     (tmp_path / "table.npy").write_bytes(b"not a table")
