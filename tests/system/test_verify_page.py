@@ -49,8 +49,8 @@ def answer(output: str) -> dict[str, Any]:
 
 
 def test_the_go_port_is_checked_as_the_page_says(live_url: str, tmp_path: Path) -> None:
-    """The correct port matches (``library``); without the scaling, and with the other
-    pairing, the answers are those the page pastes; identify names Llama 3.1's GET."""
+    """The correct port matches (``library``); without the scaling, with the other pairing,
+    and with both, the answers are those the page pastes; identify names Llama 3.1's GET."""
     tool = go()
     (program,) = blocks("go")
     (tmp_path / "rope.go").write_text(program)
@@ -63,7 +63,9 @@ def test_the_go_port_is_checked_as_the_page_says(live_url: str, tmp_path: Path) 
     assert (output["match"], [d["mistake"] for d in output["diagnoses"]]) == (match, mistakes)
     pasted = [json.loads(b) for b in blocks("json") if '"diagnoses"' in b]
     with httpx.Client(base_url=live_url, timeout=WAIT) as http:
-        for flags, expected in zip(("", "-llama3 -interleaved"), pasted, strict=True):
+        for flags, expected in zip(
+            ("", "-llama3 -interleaved", "-interleaved"), pasted, strict=True
+        ):
             in_shell(f"go run rope.go {flags}", tmp_path, tool, env)
             body = (tmp_path / "rope.f32").read_bytes()
             found = http.post(f"/v1/verify?{LLAMA_31}", content=body, headers=RAW).json()
