@@ -1,8 +1,9 @@
 """The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi,
-diffusion timesteps, sin-cos grids, multi-axis RoPE; one for the audit and compare views)
-that draws tables in the browser from the raw endpoints, and audits and comparisons from
-their JSON answers. Nothing is fetched from another host. The page carries the service's
-``PE_MAX_ELEMENTS``, so that the curl commands it offers are ones the service answers."""
+diffusion timesteps, sin-cos grids, multi-axis RoPE; one for the audit and compare views; one
+that checks a .npy file of the user's) that draws tables in the browser from the raw
+endpoints, and audits, comparisons and checks from their JSON answers. Nothing is fetched
+from another host. The page carries the service's ``PE_MAX_ELEMENTS``, so that the curl
+commands it offers are ones the service answers."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ _ASSETS: Final = {
     "timestep.js": "text/javascript; charset=utf-8",
     "sincos.js": "text/javascript; charset=utf-8",
     "ropend.js": "text/javascript; charset=utf-8",
+    "check.js": "text/javascript; charset=utf-8",
     "audit.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
 }

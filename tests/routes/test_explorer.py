@@ -8,6 +8,7 @@ import math
 import re
 import shutil
 import subprocess
+import urllib.parse
 from html.parser import HTMLParser
 from typing import Any, Final
 
@@ -41,6 +42,7 @@ SCRIPTS = [
     "timestep.js",
     "sincos.js",
     "ropend.js",
+    "check.js",
     "audit.js",
 ]
 
@@ -120,7 +122,7 @@ def _controls(api: httpx.Client) -> _Controls:
     return page
 
 
-VIEWS = ["sinusoidal", "rope", "alibi", "timestep", "sincos", "ropend", "audit", "compare"]
+VIEWS = ["sinusoidal", "rope", "alibi", "timestep", "sincos", "ropend", "audit", "compare", "check"]
 
 
 def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
@@ -478,6 +480,30 @@ def test_the_audit_and_compare_views_read_json_answers(api: httpx.Client) -> Non
     assert 'search.delete("format")' in script  # whatever the parameters say: the JSON
     assert "window.explorer" in script
     assert "E.problemOf" in script  # the service's problem, as the other views show it
+
+
+def test_the_check_view_posts_the_file_as_npy(api: httpx.Client) -> None:
+    """check.js posts the .npy file as it is to verify (the claim as its query) or identify,
+    asks for the JSON answer and shows the service's problems as the other views do; its
+    default claim is one the service takes, for a file of the claim's table."""
+    script = api.get("/explorer/check.js").text
+    assert '"/v1/verify"' in script
+    assert '"/v1/identify"' in script
+    assert '"application/x-npy"' in script
+    assert 'Accept: "application/json"' in script
+    assert 'search.delete("format")' in script
+    assert "E.problemOf" in script
+    found = re.search(r'<input id="check-claim"[^>]*value="([^"]*)"', api.get("/").text)
+    assert found is not None
+    claim = html.unescape(found.group(1))
+    parameters = dict(urllib.parse.parse_qsl(claim))
+    family = parameters.pop("family")
+    table = api.get(f"/v1/encodings/{family}", params={**parameters, "max_len": 8, "format": "npy"})
+    answer = api.post(
+        f"/v1/verify?{claim}", content=table.content, headers={"content-type": "application/x-npy"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["match"] == "bitwise"
 
 
 def _audit_defaults(api: httpx.Client) -> tuple[list[str], str, dict[str, str]]:

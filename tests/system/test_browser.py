@@ -1153,6 +1153,83 @@ def test_the_compare_view_draws_two_engines_difference(visit: Visit) -> None:
     assert visit.errors == []
 
 
+def test_the_check_view_verifies_and_identifies_a_users_table(visit: Visit, tmp_path: Path) -> None:
+    """A .npy of Llama 3.1's tables without their scaling, picked in the check view, is
+    posted as it is to /v1/verify with the claim's parameters: the match, a row a band and
+    the scaling's diagnosis, linked to the GET that makes the file, are the service's.
+    A small table dropped on the view and identified names the preset that makes it; a file
+    that is not .npy is said so without a request."""
+    page = visit.page
+    claim = {"family": "rotary", "head_dim": "64", **LLAMA_31}
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
+        table = http.get(
+            ROTARY,
+            params={"max_len": 4096, "head_dim": 64, "base": 500000},
+            headers={"accept": "application/x-npy"},
+        ).content
+        document = http.post(
+            "/v1/verify", params=claim, content=table, headers={"content-type": "application/x-npy"}
+        ).json()
+    (tmp_path / "mine.npy").write_bytes(table)
+    page.goto(f"{visit.url}/?{urlencode({'view': 'check', 'claim': urlencode(claim)})}")
+    page.wait_for_selector('#check-view[data-state="idle"]')
+    page.set_input_files("#check-file", str(tmp_path / "mine.npy"))
+    page.wait_for_selector('#check-view[data-state="ready"]')
+    assert "float32, (2, 4096, 64), cos and sin" in (page.text_content("#check-file-said") or "")
+    assert _requested(visit, "/v1/verify") == [claim]
+    assert document["match"] == "different"
+    assert page.get_attribute("#check-match", "data-match") == "different"
+    shown = page.locator("#check-bands tr").evaluate_all(
+        "rows => rows.map(r => [Number(r.dataset.start), Number(r.querySelector("
+        "'td[data-name=max]').dataset.value)])"
+    )
+    assert shown == [[b["start"], b["max_difference"]] for b in document["bands"]]
+    said = page.text_content("#check-firsts") or ""
+    assert f"1e-3 at {document['first_over']['1e-3']:,}" in said
+    mistakes = [d["mistake"] for d in document["diagnoses"]]
+    assert "scaling" in mistakes
+    assert (
+        page.locator("#check-diagnoses li").evaluate_all(
+            "items => items.map(i => i.dataset.mistake)"
+        )
+        == mistakes
+    )
+    href = page.get_attribute('#check-diagnoses li[data-mistake="scaling"] a', "href") or ""
+    (diagnosis,) = [d for d in document["diagnoses"] if d["mistake"] == "scaling"]
+    assert urlsplit(href).path == f"/v1/encodings/{diagnosis['family']}"
+    got = {name: values[-1] for name, values in parse_qs(urlsplit(href).query).items()}
+    assert got == {name: str(value) for name, value in diagnosis["parameters"].items()}
+    # identify: a small sinusoidal table, dropped on the view
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
+        small = http.get(TABLE, params={"max_len": 64, "d_model": 64, "format": "npy"}).content
+    page.evaluate(
+        """bytes => { const file = new File([new Uint8Array(bytes)], "small.npy");
+                      const data = new DataTransfer(); data.items.add(file);
+                      document.getElementById("check-drop").dispatchEvent(
+                        new DragEvent("drop", {dataTransfer: data, bubbles: true})); }""",
+        list(small),
+    )
+    page.wait_for_selector('#check-file-said:has-text("small.npy")')
+    page.wait_for_selector('#check-view[data-state="ready"]')  # verified against the claim
+    page.select_option("#check-mode", "identify")
+    page.wait_for_selector('#check-view[data-state="ready"][data-params="mode=identify"]')
+    assert page.is_hidden("#check-claim-box")
+    assert page.get_attribute("#check-candidates li", "data-family") == "sinusoidal"
+    assert len(_requested(visit, "/v1/identify")) == 1
+    assert "view=check" in page.url
+    assert "mode=identify" in page.url
+    # not an .npy file: the page says so and asks nothing
+    asked = len(visit.requests)
+    (tmp_path / "table.npy").write_bytes(b"not a table")
+    page.set_input_files("#check-file", str(tmp_path / "table.npy"))
+    page.wait_for_selector('#check-view[data-state="error"]')
+    assert "not an .npy file" in (page.text_content("#check-problem") or "")
+    assert page.locator("#check-bands tr").count() == 0
+    assert len(visit.requests) == asked
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
 def test_swagger_ui_works_offline(visit: Visit) -> None:
     """/docs draws every operation of the API from its own assets, under its strict
     policy (no console error: nothing was refused), and runs a request from the page."""
