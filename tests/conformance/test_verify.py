@@ -1,15 +1,18 @@
 """Conformance: ``POST /v1/verify`` and ``POST /v1/identify`` on the real libraries' tables.
 
 - Every family and preset served: the table the library makes (transformers' rotary
-  modules for each scaling, in both pairings; the sinusoidal presets' libraries; diffusers'
-  timestep embedding; DiT's, diffusers' and timm's sin-cos grids; diffusers' FLUX and
-  Wan RoPE; Llama 4's attention temperature) verifies as ``bitwise`` or ``library``.
+  modules for each scaling, in both pairings; the sinusoidal presets' libraries; each
+  timestep preset's code as test_timestep runs it, FLUX's reference sampler with its
+  bfloat16 hop among them; DiT's, diffusers', SD3's and timm's sin-cos grids and
+  CogVideoX's 3-D one; each rope-nd preset's module as test_rope_nd builds it; Llama 4's
+  attention temperature from its forward pass) verifies as ``bitwise`` or ``library``.
 - The same tables with each known mistake injected, made with the library where it can make
   it (another base, scaling, head, its ids cast) and by the mistake's own arithmetic where
   not (cos and sin swapped, the table stored in bfloat16): diagnosed as that mistake, and
   where the diagnosis names ``GET`` parameters, that ``GET`` is the injected table within
   the bound.
-- identify on the tables of known models names their family and parameters; the answers
+- identify on the tables of known models (rotary, sinusoidal, FLUX's and SD's timestep
+  embeddings, a MAE grid) names their family and parameters; the answers
   and the time each took are written to ``artifacts/conformance-identify.md``.
 
 The core is called in process (``service.audit.verify``), a few cases through the routes.
@@ -675,6 +678,10 @@ def _timestep(preset: str = "unet", **claimed: Any) -> dict[str, Any]:
 TIMESTEP_MISTAKES: Final = [
     Single("flip", "flipped-halves", lambda: one_array(timestep_library(256, False, 0.0)),
            _timestep(), "timestep"),
+    Single("flip-parameter", "flipped-halves",
+           lambda: one_array(timestep_library(256, False, 0.0)),
+           _timestep("diffusers", flip_sin_to_cos=True, downscale_freq_shift=0), "timestep",
+           expect={"flip_sin_to_cos": False}),
     Single("max-period", "base", _max_period(10000), _timestep("diffusers", max_period=1000,
            flip_sin_to_cos=True, downscale_freq_shift=0), "timestep",
            expect={"max_period": 10000}),
@@ -726,15 +733,21 @@ def _diffusers_grid(
     return claimed, make
 
 
+@functools.cache
+def sd3_patch_embed() -> Any:
+    """SD3's ``PatchEmbed`` (its 192 x 192 grid of 1536: built once)."""
+    return lib("diffusers.models.embeddings").PatchEmbed(
+        height=128, width=128, patch_size=2, in_channels=16, embed_dim=1536,
+        pos_embed_max_size=192,
+    )  # fmt: skip
+
+
 def _sd3(height: int, width: int) -> tuple[dict[str, Any], Callable[[], Table]]:
     def make() -> Table:
         torch = lib("torch")
-        module = lib("diffusers.models.embeddings").PatchEmbed(
-            height=128, width=128, patch_size=2, in_channels=16, embed_dim=1536,
-            pos_embed_max_size=192,
-        )  # fmt: skip
         with torch.no_grad():
-            return one_array(module.cropped_pos_embed(2 * height, 2 * width)[0].numpy())
+            cropped = sd3_patch_embed().cropped_pos_embed(2 * height, 2 * width)
+        return one_array(cropped[0].numpy())
 
     return {"height": height, "width": width, "dim": 1536, "preset": "sd3"}, make
 
@@ -793,7 +806,7 @@ def _three_d(
 ) -> tuple[dict[str, Any], Callable[[], Table]]:
     """test_sincos's ``THREE_D`` case: get_3d_sincos_pos_embed's table and its claim."""
     height, width = grid
-    claimed = {"frames": frames, "height": height, "width": width, "dim": dim}
+    claimed: dict[str, Any] = {"frames": frames, "height": height, "width": width, "dim": dim}
     claimed |= {"spatial_interpolation_scale": spatial, "temporal_interpolation_scale": temporal}
 
     def make() -> Table:
@@ -818,6 +831,7 @@ SINCOS_3D_TABLES: Final = [
             *_three_d(*case), id=f"diffusers-{case[0]}-{case[1]}x{case[2][0]}x{case[2][1]}"
         )
         for case in sincos_cases.THREE_D
+        if case[0] < 1920  # CogVideoX's own: its patch embedding's below
     ],
     pytest.param(
         {"frames": 13, "height": 30, "width": 45, "dim": 1920, "preset": "cogvideox"},
@@ -1064,8 +1078,9 @@ KNOWN: Final = [
           {"preset": "fairseq"}),
     Known("the paper's (XLM)", _library("vaswani", d=512), "sinusoidal", {"preset": "vaswani"}),
     Known("whisper", _library("whisper", d=512), "sinusoidal", {"preset": "whisper"}),
-    Known("FLUX timestep (Timesteps 256, flip, shift 0)",
-          lambda: one_array(timestep_library(256, True, 0.0)), "timestep", {"dim": 256}),
+    Known("Timesteps 256, flip, shift 0, integer timesteps",
+          lambda: one_array(timestep_library(256, True, 0.0)), "timestep",
+          {"dim": 256, "preset": "unet"}),
     Known("SD timestep (Timesteps 320, flip, shift 0)",
           lambda: one_array(timestep_library(320, True, 0.0)), "timestep",
           {"dim": 320, "preset": "unet"}),
