@@ -129,19 +129,6 @@ def nice(value: float) -> list[float]:
     return sorted(out, key=lambda each: abs(each - value))
 
 
-def base_of(claim: Claim, posted: Posted) -> float | None:
-    """The base the posted table's frequencies say, rounded as a config writes it (None:
-    not a turned-pair table, or none can be read)."""
-    if claim.family not in ("rotary", "rope-nd"):
-        return None
-    convention = pairing(posted)
-    got = frequencies(posted, convention) if convention else None
-    if got is None:
-        return None
-    base = _base_from(got[0], 2 * len(got[0]))
-    return nice(base)[0] if base is not None else None
-
-
 def offset_of(claim: Claim, posted: Posted) -> int | None:
     """How many positions the posted rows are off the claimed ones: the lowest-frequency
     pair's angle at the first row over its frequency (a rotary claim), else None."""

@@ -24,6 +24,7 @@ checked on every row."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -114,6 +115,8 @@ class Trial:
     shift: int = 0
     values: Callable[[NDArray[np.int64]], Values] | None = None
     note: str = ""
+    # what a trial no GET makes changes (the preset's table with another theta)
+    shows: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,19 +456,104 @@ def _along(path: paths.Path, key: Key) -> Callable[[NDArray[np.int64]], Values]:
 
 
 def _bases(claim: Claim, posted: Posted) -> Iterable[Trial]:
-    name = next((each for each in BASES if each in _query_fields(claim)), None)
+    """Another base: the one read from the table (:func:`read_base`), then the usual ones;
+    each the ``GET``'s parameter, or where the preset fixes it, the preset's table with
+    that base (no ``GET`` names it)."""
+    name = next((each for each in BASES if each in claim.key.__dataclass_fields__), None)
     if name is None:
         return
-    current = getattr(claim.key, name, claim.parameters.get(name))
-    tried = set()
-    from service.audit import identify  # the estimate reads the posted table's angles
-
-    read = identify.base_of(claim, posted)
+    current = float(getattr(claim.key, name))
+    read = read_base(claim, posted, name)
+    tried: set[float] = set()
     for value in ((read,) if read is not None else ()) + COMMON_BASES:
-        if value in tried or (current is not None and math.isclose(value, float(current))):
+        if value in tried or math.isclose(value, current):
             continue
         tried.add(value)
-        yield Trial({name: value})
+        trial = Trial({name: value})
+        if _trial_key(claim, trial) is not None:
+            yield trial
+            continue
+        try:
+            key = dataclasses.replace(claim.key, **{name: value})
+        except (ValueError, TypeError, ArithmeticError, InvalidParameter):
+            continue
+        yield Trial(
+            values=_entries_of(claim.key, key),
+            note=f"the preset's table with {name}={value:g}",
+            shows={name: value},
+        )
+
+
+def _entries_of(claimed: Key, key: Key) -> Callable[[NDArray[np.int64]], Values]:
+    def values(positions: NDArray[np.int64]) -> Values:
+        return paths.entries(claimed, rows_at(key, positions))
+
+    return values
+
+
+# rows the base is read on: the first whose entries depend on it, where a step of the search
+# moves each angle by far less than a turn
+READ_ROWS: Final = 64
+# the bases searched, log-spaced (about 9 % apart), before the search is refined
+BASE_GRID: Final = np.geomspace(1.5, 1e9, 240)
+
+
+def read_base(claim: Claim, posted: Posted, name: str) -> float | None:
+    """The base (``name``: base, theta, max_period, temperature) that makes the claimed
+    table nearest the posted one, the claim's other parameters kept: searched on the first
+    :data:`READ_ROWS` rows it changes, over :data:`BASE_GRID`, refined about the best
+    (golden section) and rounded as a config writes it where that is as near; None where
+    the family takes no base or nothing is nearer than the claim."""
+    if posted.width != width_of(claim.key):
+        return None
+    order = np.argsort(posted.positions, kind="stable")
+    head = order[: 4 * READ_ROWS]
+    at = posted.positions[head]
+    current = float(getattr(claim.key, name))
+
+    def key_of(base: float) -> Key | None:
+        try:
+            made: Key = dataclasses.replace(claim.key, **{name: base})
+        except (ValueError, TypeError, ArithmeticError, InvalidParameter):
+            return None
+        return made
+
+    other = key_of(current * 1.5)
+    if other is None:
+        return None
+    with np.errstate(all="ignore"):
+        moved = np.abs(rows_at(claim.key, at) - rows_at(other, at)).max(axis=1) > 0
+    index = head[moved][:READ_ROWS]
+    if not len(index):
+        return None
+    at, mine = posted.positions[index], posted.take(index)
+
+    def score(base: float) -> float:
+        key = key_of(base)
+        if key is None:
+            return math.inf
+        with np.errstate(all="ignore"):
+            difference = np.abs(mine - rows_at(key, at))
+        return float(np.nan_to_num(difference, nan=np.inf).max())
+
+    scores = [score(float(base)) for base in BASE_GRID]
+    best = float(BASE_GRID[int(np.argmin(scores))])
+    low, high = math.log(best / 1.1), math.log(best * 1.1)
+    ratio = (math.sqrt(5) - 1) / 2
+    for _ in range(40):
+        a, b = high - ratio * (high - low), low + ratio * (high - low)
+        if score(math.exp(a)) < score(math.exp(b)):
+            high = b
+        else:
+            low = a
+    found = math.exp((low + high) / 2)
+    from service.audit import identify
+
+    options = [*identify.nice(found), found]
+    chosen = min(options, key=lambda each: (score(each), options.index(each)))
+    if score(chosen) >= score(current):
+        return None
+    return chosen
 
 
 def _query_fields(claim: Claim) -> set[str]:
@@ -721,6 +809,7 @@ def diagnose(claim: Claim, posted: Posted, error: Values) -> list[dict[str, Any]
                     "max_error": largest,
                     "family": claim.family,
                     "parameters": said(parameters),
+                    "changes": said(_changes(trial, parameters)),
                     "by": "parameters" if trial.values is None else trial.note,
                 }
             )
@@ -780,10 +869,20 @@ def _several(
                 "max_error": largest,
                 "family": claim.family,
                 "parameters": said(parameters),
+                "changes": said(changes),
                 "by": "parameters",
             }
         ]
     return []
+
+
+def _changes(trial: Trial, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """What a trial changes in the claim: its parameters (``None``: one left out), the
+    rows' ``start``, or what its arithmetic takes otherwise."""
+    changes = {**trial.changes, **trial.shows}
+    if trial.shift:
+        changes["start"] = parameters["start"]
+    return changes
 
 
 def _whole(

@@ -319,20 +319,7 @@ ROTARY_MISTAKES: Final = [
         "bf16-frequencies", "bf16-frequencies", LLAMA2, LLAMA2.query(), Made(frequencies="bfloat16")
     ),
 ]
-XFAIL: Final[dict[str, str]] = {
-    "timestep/max-period-read": "verify.py's base trials are the one identify.base_of reads "
-    "and COMMON_BASES; base_of reads rotary and rope-nd tables only: a timestep table's "
-    "max_period not among COMMON_BASES (3000) is never tried",
-    "sincos-2d/temperature-read": "identify.base_of reads rotary and rope-nd tables only: a "
-    "grid's temperature not among COMMON_BASES (2000) is never tried",
-    "rope-nd/theta": "identify.base_of reads rope-nd rows as one run of consecutive positions "
-    "of one geometric progression (identify.frequencies, _base_from): a multi-axis table's "
-    "rows turn each axis by its own id steps, so no theta is read; 500 is not among "
-    "COMMON_BASES",
-    "rope-nd/flux-theta": "the flux preset fixes theta (InvalidParameter 'is fixed by preset "
-    "flux'): every base trial is refused in _trial_key, and preset diffusers cannot make "
-    "FLUX's ids (it needs 3 grid sizes): no GET names FLUX at another theta",
-}
+XFAIL: Final[dict[str, str]] = {}
 
 
 def _cases(injected: list[Injected]) -> list[Any]:
@@ -543,7 +530,7 @@ def check_single(each: Single) -> None:
     answer = verified(each.family, each.claimed, table)
     found = diagnosed_as(answer, each.mistake, table, each.claimed)
     for name, value in each.expect.items():
-        assert found["parameters"].get(name) == value, found
+        assert {**found["parameters"], **found["changes"]}.get(name) == value, found
 
 
 def _single_cases(injected: list[Single]) -> list[Any]:
@@ -1092,20 +1079,7 @@ KNOWN: Final = [
     Known("MAE ViT-B/16 grid (14 x 14, 768)", _mae, "sincos-2d",
           {"height": 14, "width": 14, "dim": 768}),
 ]  # fmt: skip
-KNOWN_XFAIL: Final[dict[str, str]] = {
-    "timestep/max-period-read": "verify.py's base trials are the one identify.base_of reads "
-    "and COMMON_BASES; base_of reads rotary and rope-nd tables only: a timestep table's "
-    "max_period not among COMMON_BASES (3000) is never tried",
-    "sincos-2d/temperature-read": "identify.base_of reads rotary and rope-nd tables only: a "
-    "grid's temperature not among COMMON_BASES (2000) is never tried",
-    "rope-nd/theta": "identify.base_of reads rope-nd rows as one run of consecutive positions "
-    "of one geometric progression (identify.frequencies, _base_from): a multi-axis table's "
-    "rows turn each axis by its own id steps, so no theta is read; 500 is not among "
-    "COMMON_BASES",
-    "rope-nd/flux-theta": "the flux preset fixes theta (InvalidParameter 'is fixed by preset "
-    "flux'): every base trial is refused in _trial_key, and preset diffusers cannot make "
-    "FLUX's ids (it needs 3 grid sizes): no GET names FLUX at another theta",
-}
+KNOWN_XFAIL: Final[dict[str, str]] = {}
 
 
 @pytest.fixture(scope="module")
