@@ -809,7 +809,7 @@ def diagnose(claim: Claim, posted: Posted, error: Values) -> list[dict[str, Any]
                     "max_error": largest,
                     "family": claim.family,
                     "parameters": said(parameters),
-                    "changes": said(_changes(trial, parameters)),
+                    "changes": said(_changes(trial, parameters, claim)),
                     "by": "parameters" if trial.values is None else trial.note,
                 }
             )
@@ -869,17 +869,21 @@ def _several(
                 "max_error": largest,
                 "family": claim.family,
                 "parameters": said(parameters),
-                "changes": said(changes),
+                "changes": said({name: parameters.get(name) for name in differ}),
                 "by": "parameters",
             }
         ]
     return []
 
 
-def _changes(trial: Trial, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """What a trial changes in the claim: its parameters (``None``: one left out), the
-    rows' ``start``, or what its arithmetic takes otherwise."""
-    changes = {**trial.changes, **trial.shows}
+def _changes(trial: Trial, parameters: Mapping[str, Any], claim: Claim) -> dict[str, Any]:
+    """What a trial changes in the claim: its parameters (``None``: one the claim gave, left
+    out), the rows' ``start``, or what its arithmetic takes otherwise."""
+    changes = {
+        name: value
+        for name, value in {**trial.changes, **trial.shows}.items()
+        if value is not None or name in claim.parameters
+    }
     if trial.shift:
         changes["start"] = parameters["start"]
     return changes
