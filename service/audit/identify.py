@@ -90,14 +90,16 @@ def frequencies(posted: Posted, convention: str) -> tuple[Values, float] | None:
     """Each pair's angle per position, and the attention factor (the rows' magnitude),
     from the longest run of consecutive positions at the start (at most
     :data:`ESTIMATE_ROWS`); None where there are not two such rows."""
-    positions = posted.positions
+    order = np.argsort(posted.positions, kind="stable")
+    positions = posted.positions[order]
     run = 1
-    limit = min(len(positions), ESTIMATE_ROWS)
+    # at most ESTIMATE_ROWS rows, and 2^22 entries: a wide table reads fewer
+    limit = min(len(positions), ESTIMATE_ROWS, max(2, (1 << 22) // max(1, posted.width)))
     while run < limit and positions[run] == positions[run - 1] + 1:
         run += 1
     if run < 2:
         return None
-    got = _pairs(posted.take(slice(0, run)), convention)
+    got = _pairs(posted.take(order[:run]), convention)
     if got is None:
         return None
     cos, sin = got
@@ -165,7 +167,10 @@ def _profile(turned: Values, base: float) -> Values:
 
 def _scalings(turned: Values, base: float, attention: float, context: int) -> list[dict[str, Any]]:
     """The scalings a frequency profile may be, as rotary parameters."""
-    ratio = _profile(turned, base)
+    with np.errstate(all="ignore"):
+        ratio = _profile(turned, base)
+    if not (np.isfinite(ratio).all() and (ratio > 0).all()):
+        return []  # frequencies of zero (a constant table): no scaling makes them
     high, low = float(np.median(ratio[: max(1, len(ratio) // 8)])), float(ratio[-1])
     out: list[dict[str, Any]] = []
     if np.allclose(ratio, 1.0, rtol=1e-3):
@@ -177,7 +182,7 @@ def _scalings(turned: Values, base: float, attention: float, context: int) -> li
     if abs(high - 1) < 1e-3 and low < 1:
         for factor in nice(1 / low)[:2]:
             for original in _contexts(ratio, base, factor):
-                if original:
+                if original > 0:
                     out.append(
                         {
                             "scaling": "llama3",
@@ -197,16 +202,15 @@ def _scalings(turned: Values, base: float, attention: float, context: int) -> li
                         # mscale and mscale_all_dim as DeepSeek's: the factor they make
                         out.append({**yarn, "attention_factor": float(f"{attention:.7g}")})
     factors = ",".join(f"{float(np.float32(1 / r)):.9g}" for r in ratio)
-    if all(math.isfinite(1 / r) for r in ratio):
-        out.append(
-            {
-                "scaling": "longrope",
-                "short_factor": factors,
-                "long_factor": factors,
-                "original_max_position_embeddings": max(1, context // 2),
-                "attention_factor": float(f"{attention:.7g}"),
-            }
-        )
+    out.append(
+        {
+            "scaling": "longrope",
+            "short_factor": factors,
+            "long_factor": factors,
+            "original_max_position_embeddings": max(1, context // 2),
+            "attention_factor": float(f"{attention:.7g}"),
+        }
+    )
     return out
 
 
@@ -321,7 +325,7 @@ def identify(
             continue
         scored.append((score if math.isfinite(score) else math.inf, family, parameters, key))
     # the nearest first; among those within CLOSE of the table, the simplest
-    scored.sort(key=lambda each: (each[0] > CLOSE, _complexity(each[2]), each[0]))
+    scored.sort(key=lambda each: (each[0] > CLOSE, complexity(each[2]), each[0]))
     answers = []
     for _, family, parameters, key in scored[:VERIFIED]:
         make = makers[family]
@@ -334,7 +338,7 @@ def identify(
             {
                 "family": family,
                 "parameters": verify.said(parameters),
-                "complexity": _complexity(parameters),
+                "complexity": complexity(parameters),
                 "match": found["match"],
                 "max_error": largest if math.isfinite(largest) else None,
                 "bands": found["bands"],
@@ -358,7 +362,7 @@ def identify(
     }
 
 
-def _complexity(parameters: Mapping[str, Any]) -> int:
+def complexity(parameters: Mapping[str, Any]) -> int:
     """How much a candidate's parameters say beyond a model's usual ones: longrope's
     factors (read from the table, they make any frequencies) and an unusual base each
     count one, so that a named scaling and a usual base come first among equals."""

@@ -148,28 +148,92 @@ def _chunks(count: int, width: int) -> Iterator[slice]:
         yield slice(begin, min(count, begin + step))
 
 
-def _library_error(key: Key, positions: NDArray[np.int64]) -> Values:
-    """How far the library's table is from the exact one at each position: the device
-    envelope for turned pairs; else the largest error measured, in each position band, on
-    the positions an audit samples there."""
-    if paths.angles(key) is not None:
-        envelope_error: Values = envelope.bounds(key, positions)[0].max(axis=1)
-        return envelope_error
-    spans = bands.bands(int(positions.max()) + 1)
-    sampled = bands.plan(
-        [span for span in spans if ((positions >= span.start) & (positions < span.stop)).any()]
-    )
-    error = np.zeros(len(positions))
-    exact = paths.exact(key, sampled)
-    library = paths.entries(key, registry.take(paths.library_key(key), sampled))
-    with np.errstate(invalid="ignore"):
-        measured = np.nan_to_num(np.abs(library - exact), nan=0.0, posinf=0.0).max(axis=1)
-    for span in spans:
-        inside = (sampled >= span.start) & (sampled < span.stop)
-        if inside.any():
-            rows = (positions >= span.start) & (positions < span.stop)
-            error[rows] = measured[inside].max()
-    return error
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The library's error at each entry of a claimed table (module docstring): for
+    turned pairs each pair's device envelope; else the largest error measured, in each
+    position band, on the positions an audit samples there (``starts``: the bands' first
+    positions; ``measured``: their errors, an entry each). ``columns``: which entry each of
+    a row's columns repeats (a rotary row holds each pair's cos and sin twice); None where
+    that is not known, and each column then takes its row's largest."""
+
+    key: Key
+    columns: NDArray[np.intp] | None
+    starts: NDArray[np.int64] | None = None
+    measured: Values | None = None
+
+    @classmethod
+    def of(cls, key: Key, positions: NDArray[np.int64]) -> Bound:
+        if paths.angles(key) is not None:
+            # each pair its own envelope: a float32 library at 2^22 may turn its fastest
+            # pairs anywhere, never its slow ones
+            return cls(key, _columns(key, positions))
+        spans = bands.bands(int(positions.max()) + 1)
+        kept = [
+            span for span in spans if ((positions >= span.start) & (positions < span.stop)).any()
+        ]
+        sampled = bands.plan(kept)
+        exact = paths.exact(key, sampled)
+        library = paths.entries(key, registry.take(paths.library_key(key), sampled))
+        with np.errstate(invalid="ignore"):
+            error = np.nan_to_num(np.abs(library - exact), nan=0.0, posinf=0.0)
+        measured = np.zeros((len(kept), error.shape[1]))
+        for row, span in enumerate(kept):
+            inside = (sampled >= span.start) & (sampled < span.stop)
+            measured[row] = error[inside].max(axis=0)
+        starts = np.array([span.start for span in kept], dtype=np.int64)
+        return cls(key, None, starts, measured)
+
+    def entries(self, positions: NDArray[np.int64]) -> Values:
+        """The library's error at each entry (as the audit compares them) at ``positions``."""
+        if self.measured is None:
+            error = envelope.bounds(self.key, positions)[0]
+            width = paths.width(self.key)
+            doubled = np.concatenate([error, error], axis=1)
+            if doubled.shape[1] < width:  # an odd width's last column: zero
+                padding = np.zeros((len(positions), width - doubled.shape[1]))
+                doubled = np.concatenate([doubled, padding], axis=1)
+            return doubled
+        assert self.starts is not None
+        band = np.searchsorted(self.starts, positions, side="right") - 1
+        measured: Values = self.measured[np.maximum(band, 0)]
+        return measured
+
+    def around(self, positions: NDArray[np.int64], claimed: Values, rows: bool = True) -> Values:
+        """The bound of each entry around ``claimed`` (rows, or entries as the audit
+        compares them): twice the library's error, plus 2^-22 of the row's magnitude."""
+        error = self.entries(positions)
+        width = claimed.shape[1]
+        if rows and self.columns is not None and len(self.columns) == width:
+            error = error[:, self.columns]
+        elif rows or self.measured is not None or error.shape[1] != width:
+            # the row's largest: where no column's own is known, for another table's
+            # width (a width mistake's), and for the measured families' (the libraries'
+            # rounding differs from column to column)
+            error = np.repeat(error.max(axis=1, initial=0.0)[:, None], width, 1)
+        with np.errstate(invalid="ignore"):
+            magnitude = np.maximum(1.0, np.fmax.reduce(np.abs(claimed), axis=1, initial=0.0))
+        bound: Values = 2 * error + _RELATIVE * magnitude[:, None]
+        return bound
+
+
+def _columns(key: Key, positions: NDArray[np.int64]) -> NDArray[np.intp] | None:
+    """Which entry (as the audit compares them) each column of ``key``'s row repeats, read
+    from the claimed rows at a few of ``positions``; None where a column repeats none."""
+    width = paths.width(key)
+    if width == key.width:
+        return np.arange(width, dtype=np.intp)
+    distinct = np.unique(positions)
+    probe = distinct[np.unique(np.linspace(0, len(distinct) - 1, 32).astype(np.intp))]
+    rows = rows_at(key, probe)
+    entries = paths.entries(key, rows)
+    columns = np.empty(key.width, dtype=np.intp)
+    for column in range(key.width):
+        same = np.flatnonzero((entries == rows[:, column : column + 1]).all(axis=0))
+        if not len(same):
+            return None
+        columns[column] = same[0]
+    return columns
 
 
 def _ulps(values: Values, dtype: str) -> Values:
@@ -197,9 +261,9 @@ class _Rows:
     equal: bool
 
 
-def _measure(claim: Claim, posted: Posted, error: Values) -> _Rows:
-    """The posted rows against the claimed ones, a chunk at a time; ``error``: the
-    library's error at each posted row (:func:`_library_error`)."""
+def _measure(claim: Claim, posted: Posted, bound: Bound) -> _Rows:
+    """The posted rows against the claimed ones, a chunk at a time, each entry against its
+    ``bound``."""
     key, count = claim.key, len(posted.positions)
     largest, sums = np.empty(count), np.empty(count)
     excess = {kind: np.empty(count) for kind in ("library", "float16", "bfloat16")}
@@ -211,7 +275,9 @@ def _measure(claim: Claim, posted: Posted, error: Values) -> _Rows:
         at, mine = posted.positions[part], posted.take(part)
         finite[part] = np.isfinite(mine).all(axis=1)
         expected = rows_at(key, at, claim.source)
-        if np.array_equal(mine, expected):  # the claimed rows: nothing more to measure
+        if np.array_equal(mine, expected) and np.array_equal(
+            np.signbit(mine), np.signbit(expected)
+        ):  # the claimed rows, bit for bit (-0.0 is not 0.0): nothing more to measure
             largest[part] = sums[part] = 0.0
             for each in excess.values():
                 each[part] = -np.inf
@@ -223,8 +289,7 @@ def _measure(claim: Claim, posted: Posted, error: Values) -> _Rows:
             difference = np.abs(mine - expected)
         difference[~np.isfinite(difference)] = np.inf
         largest[part], sums[part] = difference.max(axis=1), difference.sum(axis=1)
-        bound = _bound(error[part], expected)[:, None]
-        difference -= bound
+        difference -= bound.around(at, expected)
         beyond = difference.max(axis=1)
         excess["library"][part] = beyond
         for dtype in ("float16", "bfloat16"):
@@ -240,15 +305,6 @@ def _measure(claim: Claim, posted: Posted, error: Values) -> _Rows:
     return _Rows(largest, sums, excess, finite, drift, equal)
 
 
-def _bound(error: Values, claimed: Values) -> Values:
-    """Each row's bound around the claimed rows: twice the library's error, plus 2^-22 of
-    the row's magnitude."""
-    with np.errstate(invalid="ignore"):
-        magnitude = np.maximum(1.0, np.fmax.reduce(np.abs(claimed), axis=1))
-    bound: Values = 2 * error + _RELATIVE * magnitude
-    return bound
-
-
 def _drift(expected: Values, given: Values) -> Values:
     """Each row's largest angle between a pair as claimed and as posted (entries: each
     pair's cos, then its sin)."""
@@ -260,7 +316,7 @@ def _drift(expected: Values, given: Values) -> Values:
         turned -= np.arctan2(expected[:, half:], expected[:, :half])
         angle = np.abs((turned + np.pi) % (2 * np.pi) - np.pi)
     angle[~np.isfinite(angle)] = np.pi
-    drift: Values = angle.max(axis=1)
+    drift: Values = angle.max(axis=1, initial=0.0)
     return drift
 
 
@@ -313,7 +369,7 @@ def verify(claim: Claim, posted: Posted, diagnosing: bool = True) -> dict[str, A
     pair pointing the wrong way (turned pairs), where non-finite entries are, and, unless
     it matches, the mistakes that explain the difference (:func:`diagnose`)."""
     claimed = {"family": claim.family, "parameters": said(claim.parameters)}
-    error = _library_error(claim.key, posted.positions)
+    error = Bound.of(claim.key, posted.positions)
     expected = width_of(claim.key)
     if posted.width != expected:
         return {
@@ -736,7 +792,7 @@ def _against(
     key: Key,
     posted: Posted,
     index: NDArray[np.intp],
-    error: Values,
+    error: Bound,
     allowed: str,
     claimed: Values | None = None,
 ) -> tuple[float, float, NDArray[np.int64]] | None:
@@ -755,6 +811,9 @@ def _against(
     if claimed is None:
         claimed = rows_at(claim.key, positions, claim.source)
     given = posted.take(index)
+    if not whole and error.columns is not None and len(error.columns) == given.shape[1]:
+        # an audit path's entries, each where the row repeats it: every column compared
+        values, whole = values[:, error.columns], True
     if not whole:
         claimed, given = paths.entries(claim.key, claimed), paths.entries(claim.key, given)
     if given.shape != values.shape:
@@ -763,11 +822,11 @@ def _against(
         off = np.abs(given - values)
     off[~np.isfinite(given) & ~np.isfinite(values)] = 0.0  # both NaN: as the trial makes it
     off[~np.isfinite(off)] = np.inf
-    bound = _bound(error[index], values)[:, None]
+    bound = error.around(positions, values, rows=whole)
     if allowed != "none":
         bound = bound + _ulps(np.nan_to_num(values), allowed)
     excess = float((off - bound).max())
-    apart = np.empty(0, np.int64)
+    apart = positions  # another width: every position
     if claimed.shape == values.shape:
         with np.errstate(invalid="ignore"):
             moved = ~(np.abs(values - claimed) <= bound)
@@ -775,7 +834,7 @@ def _against(
     return excess, float(off[np.isfinite(off)].max(initial=0.0)), apart
 
 
-def diagnose(claim: Claim, posted: Posted, error: Values) -> list[dict[str, Any]]:
+def diagnose(claim: Claim, posted: Posted, error: Bound) -> list[dict[str, Any]]:
     """The mistakes that explain the posted table: each trial kept where the table is
     within the bound of it at every row (first on the audit's sample of positions), with
     what it changes, from which position it matters, the largest difference left, and the
@@ -801,6 +860,8 @@ def diagnose(claim: Claim, posted: Posted, error: Values) -> list[dict[str, Any]
             if whole is None:
                 continue
             largest, apart = whole
+            if not len(apart):  # the claimed table, within its bound: it explains nothing
+                continue
             found.append(
                 {
                     "mistake": mistake.name,
@@ -822,7 +883,7 @@ def diagnose(claim: Claim, posted: Posted, error: Values) -> list[dict[str, Any]
 def _several(
     claim: Claim,
     posted: Posted,
-    error: Values,
+    error: Bound,
     allowed: str,
     sample: NDArray[np.intp],
     claimed: Values,
@@ -834,9 +895,10 @@ def _several(
 
     named = max(1, len(registry.arrays(claim.key)))
     start = int(posted.positions.min())
-    for family, read in identify.candidates(posted, start, named):
-        if family != claim.family:
-            continue
+    found = [each for each in identify.candidates(posted, start, named) if each[0] == claim.family]
+    # the simplest first: a named scaling and a usual base before longrope's read factors
+    found.sort(key=lambda each: identify.complexity(each[1]))
+    for _, read in found:
         kept = {k: v for k, v in claim.parameters.items() if k not in identify.SCALING_FIELDS}
         changes = {**dict.fromkeys(set(claim.parameters) - set(kept)), **read}
         changes = {k: v for k, v in changes.items() if k not in ("max_len", "start")}
@@ -890,7 +952,7 @@ def _changes(trial: Trial, parameters: Mapping[str, Any], claim: Claim) -> dict[
 
 
 def _whole(
-    claim: Claim, trial: Trial, key: Key, posted: Posted, error: Values, allowed: str
+    claim: Claim, trial: Trial, key: Key, posted: Posted, error: Bound, allowed: str
 ) -> tuple[float, NDArray[np.int64]] | None:
     largest, apart = 0.0, []
     for part in _chunks(len(posted.positions), posted.width):

@@ -55,6 +55,7 @@ async def spec_of(
     stop: int,
     size: int,
     range_name: str = "stop",
+    request: str = "the comparison's, not a table's: start and stop go beside a and b",
 ) -> Spec:
     """The key ``table`` names, and its parameters said shortly; its refusals located in
     the body (``a.parameters.base``, ``a.config.rope_theta``). A config (its share of the
@@ -66,8 +67,7 @@ async def spec_of(
     if misplaced:
         raise InvalidInput(
             f"{name}.parameters.{misplaced[0]}",
-            "is the comparison's, not a table's: start and stop go beside a and b, format "
-            "in the query",
+            f"is {request}, format in the query",
         )
     parameters = dict(table.parameters)
     if table.config is not None:

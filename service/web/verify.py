@@ -240,16 +240,19 @@ async def _read(request: Request, runtime: Runtime, query: Mapping[str, str]) ->
 
 
 def _start(query: Mapping[str, str], fields: Mapping[str, Any]) -> int:
+    """The first row's position: the query's ``start`` (digits) or the JSON body's (an
+    integer), 0 by default."""
     if "start" in query and "start" in fields:
         raise InvalidParameter("start", "is given in the query and the body: give it once")
-    value: Any = query.get("start", fields.get("start", 0))
-    try:
-        start = int(value)
-    except (TypeError, ValueError):
-        raise InvalidParameter("start", "must be an integer") from None
-    if isinstance(value, float) or not 0 <= start <= POSITION_CEILING:
-        raise InvalidParameter("start", f"must be an integer from 0 to {POSITION_CEILING}")
-    return start
+    if "start" in query:
+        text = query["start"]
+        if not (text.isascii() and text.isdigit()) or int(text) > POSITION_CEILING:
+            raise InvalidParameter("start", f"must be an integer from 0 to {POSITION_CEILING}")
+        return int(text)
+    value = fields.get("start", 0)
+    if type(value) is not int or not 0 <= value <= POSITION_CEILING:
+        raise InvalidInput("start", f"must be an integer from 0 to {POSITION_CEILING}")
+    return value
 
 
 def router(families: Iterable[Declared[Any, Any]]) -> APIRouter:
@@ -442,7 +445,16 @@ async def _spec(
     named = Table(family=claimed.family, parameters=parameters, config=claimed.config)
     if "family" in query:
         return await _queried(runtime, known, named, stop)
-    return await tables.spec_of(runtime, known, named, "claim", stop, size, "max_len")
+    return await tables.spec_of(
+        runtime,
+        known,
+        named,
+        "claim",
+        stop,
+        size,
+        "max_len",
+        "the posted table's, not the claim's: start (or position_ids) goes beside the table",
+    )
 
 
 async def _answer(

@@ -137,7 +137,7 @@ def reproduced(diagnosis: Mapping[str, Any], table: Table, claimed: Mapping[str,
     moved = int(diagnosis["parameters"].get("start", 0)) - int(claimed.get("start", 0))
     at = posted.positions + moved
     expected = verifying.rows_at(made.key, at)
-    bound = verifying._bound(verifying._library_error(made.key, at), expected)[:, None]
+    bound = verifying.Bound.of(made.key, at).around(at, expected)
     if table.dtype in ("float16", "bfloat16"):
         bound = bound + verifying._ulps(expected, table.dtype)
     with np.errstate(invalid="ignore"):

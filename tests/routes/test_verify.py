@@ -355,3 +355,71 @@ def test_a_table_per_layer_type_needs_a_config(api: httpx.Client) -> None:
     )
     answer = post(api, VERIFY, body, "application/x-npz", family="rotary", head_dim=4)
     assert_problem(answer, 422, "config")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"cos": [[1.0, 1.0]] * 4, "sin": [[1.0, 1.0]] * 4}, id="constant"),
+        pytest.param({"cos": [[0.0, 0.0]] * 4, "sin": [[0.0, 0.0]] * 4}, id="zeros"),
+        pytest.param({"cos": [[3.4e38, 3.4e38]] * 4, "sin": [[1e-40, 1e-40]] * 4}, id="extremes"),
+    ],
+)
+def test_a_table_whose_frequencies_are_zero_is_different_not_an_error(
+    api: httpx.Client, body: dict[str, Any]
+) -> None:
+    answer = api.post(VERIFY, json={**body, "family": "rotary", "parameters": {"head_dim": 2}})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["match"] == "different"
+    assert "NaN" not in answer.text
+    assert "Infinity" not in answer.text
+
+
+def test_a_table_one_column_wide_is_identified_or_not_without_error(api: httpx.Client) -> None:
+    answer = api.post(IDENTIFY, json={"data": [[0.5], [0.25], [0.1]]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["matched"] is False
+
+
+@pytest.mark.parametrize("table", ["zeros", "noise"])
+def test_far_positions_do_not_make_any_table_a_match(api: httpx.Client, table: str) -> None:
+    """At 2^22 a float32 library turns its fastest pairs anywhere, never its slow ones: the
+    bound is each pair's, and a table of zeros or noise is different."""
+    rows = np.zeros((8, 8)) if table == "zeros" else np.random.default_rng(0).uniform(-1, 1, (8, 8))
+    body = {"cos": rows.tolist(), "sin": rows.tolist()}
+    answer = api.post(VERIFY, params={"family": "rotary", "head_dim": 8, "start": 2**22}, json=body)
+    assert answer.json()["match"] == "different"
+
+
+def test_a_negative_zero_is_not_bit_for_bit(api: httpx.Client) -> None:
+    cos, sin = table(api)
+    sin = sin.copy()
+    sin[0, 0] = -0.0
+    answer = post(api, VERIFY, npz_bytes(cos=cos, sin=sin), "application/x-npz", **QUERY)
+    assert answer.json()["match"] == "library"
+
+
+@pytest.mark.parametrize(
+    ("where", "start"),
+    [
+        ("query", "1_0"),
+        ("query", " 7"),
+        ("query", "1.0"),
+        ("body", True),
+        ("body", "3"),
+        ("body", 1.0),
+    ],
+)
+def test_start_is_an_integer_and_nothing_else(api: httpx.Client, where: str, start: Any) -> None:
+    body: dict[str, Any] = {"data": [[0.0, 1.0]]}
+    params: dict[str, Any] = {"family": "sinusoidal", "d_model": 2}
+    if where == "query":
+        params["start"] = start
+    else:
+        body["start"] = start
+    problem = assert_problem(api.post(VERIFY, params=params, json=body), 422)
+    assert problem["errors"][0] == {
+        "name": "start",
+        "in": where,
+        "detail": problem["errors"][0]["detail"],
+    }
