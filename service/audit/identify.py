@@ -326,10 +326,14 @@ def identify(
         scored.append((score if math.isfinite(score) else math.inf, family, parameters, key))
     # the nearest first; among those within CLOSE of the table, the simplest
     scored.sort(key=lambda each: (each[0] > CLOSE, complexity(each[2]), each[0]))
-    answers = []
+    answers: list[dict[str, Any]] = []
     for _, family, parameters, key in scored[:VERIFIED]:
         make = makers[family]
-        found = verify.verify(Claim(family, parameters, key, make), posted, diagnosing=False)
+        # once one matches, the others are measured on the probe's rows alone (their
+        # ``rows`` says how many): the answer is found, they are the runners-up
+        matched = any(each["match"] in ("bitwise", "library") for each in answers)
+        table = probe if matched else posted
+        found = verify.verify(Claim(family, parameters, key, make), table, diagnosing=False)
         largest = max(
             (math.inf if band["max_difference"] is None else band["max_difference"])
             for band in found["bands"]
@@ -340,6 +344,7 @@ def identify(
                 "parameters": verify.said(parameters),
                 "complexity": complexity(parameters),
                 "match": found["match"],
+                "rows": found["rows"],
                 "max_error": largest if math.isfinite(largest) else None,
                 "bands": found["bands"],
                 "first_over": found["first_over"],
