@@ -853,10 +853,11 @@ def diagnose(claim: Claim, posted: Posted, error: Bound) -> list[dict[str, Any]]
             key, parameters = made
             if trial.values is None and width_of(key) != posted.width:
                 continue
-            first = _against(claim, trial, key, posted, sample, error, allowed, claimed)
+            bound = _bound_of(error, trial, key, posted)
+            first = _against(claim, trial, key, posted, sample, bound, allowed, claimed)
             if first is None or not first[0] <= 0:
                 continue
-            whole = _whole(claim, trial, key, posted, error, allowed)
+            whole = _whole(claim, trial, key, posted, bound, allowed)
             if whole is None:
                 continue
             largest, apart = whole
@@ -907,10 +908,11 @@ def _several(
         if made is None or width_of(made[0]) != posted.width:
             continue
         key, parameters = made
-        first = _against(claim, trial, key, posted, sample, error, allowed, claimed)
+        bound = _bound_of(error, trial, key, posted)
+        first = _against(claim, trial, key, posted, sample, bound, allowed, claimed)
         if first is None or not first[0] <= 0:
             continue
-        whole = _whole(claim, trial, key, posted, error, allowed)
+        whole = _whole(claim, trial, key, posted, bound, allowed)
         if whole is None:
             continue
         largest, apart = whole
@@ -949,6 +951,14 @@ def _changes(trial: Trial, parameters: Mapping[str, Any], claim: Claim) -> dict[
     if trial.shift:
         changes["start"] = parameters["start"]
     return changes
+
+
+def _bound_of(claimed: Bound, trial: Trial, key: Key, posted: Posted) -> Bound:
+    """The bound a trial is held to: the claim's, or where the trial's rows are another
+    key's (another pairing puts each pair in other columns), that key's."""
+    if trial.values is not None or key == claimed.key:
+        return claimed
+    return Bound.of(key, posted.positions)
 
 
 def _whole(
