@@ -6,14 +6,14 @@ the known mistakes explains it.
 Every posted row is compared, a chunk of rows at a time (:data:`CHUNK_ENTRIES` entries of
 each table at once): verification costs O(entries) and holds a few numbers a row besides.
 
-The bound of ``library`` is a row's, around the claimed table: twice what separates the
-library's table from the exact one (for turned pairs the ``device`` envelope,
-:mod:`.envelope`, which bounds a GPU's table and the CPU's alike; for other families the
-library's error measured on the audit's sample of each position band), plus 2^-22 of the
-row's magnitude. A table computed in float64, on a GPU or by the library on a CPU is
-within it; a table with any mistake below is not, from the position where the mistake
-matters. No exact table is computed but on that sample: verifying costs about what
-computing the claimed table twice does.
+The bound of ``library`` is an entry's, around the claimed table (:class:`Bound`): twice
+what separates the library's table from the exact one (for turned pairs each pair's
+``device`` envelope, :mod:`.envelope`, which bounds a GPU's table and the CPU's alike; for
+other families the library's largest error in the row, measured on the audit's sample of
+each position band), plus 2^-22 of the row's magnitude. A table computed in float64, on a
+GPU or by the library on a CPU is within it; a table with any mistake below is not, from the
+position where the mistake matters. No exact table is computed but on that sample:
+verifying costs about what computing the claimed table twice does.
 
 A mistake is a record (:data:`MISTAKES`): the trials it makes from the claim (another
 ``GET``'s parameters, an audit path's arithmetic, rows moved or a transform of the claimed
