@@ -28,7 +28,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -418,10 +418,6 @@ def _non_finite(posted: Posted) -> dict[str, Any] | None:
 # -- the mistakes ------------------------------------------------------------------------
 
 
-def _fields(claim: Claim) -> Mapping[str, Any]:
-    return claim.parameters
-
-
 def _toggled(name: str) -> Callable[[Claim, Posted], Iterable[Trial]]:
     """A boolean parameter given the other way."""
 
@@ -610,11 +606,6 @@ def read_base(claim: Claim, posted: Posted, name: str) -> float | None:
     if score(chosen) >= score(current):
         return None
     return chosen
-
-
-def _query_fields(claim: Claim) -> set[str]:
-    """The parameters a claim's family takes, as far as its key and its parameters say."""
-    return set(getattr(claim.key, "__dataclass_fields__", {})) | set(claim.parameters)
 
 
 def _shifted(claim: Claim, posted: Posted) -> Iterable[Trial]:
@@ -845,29 +836,18 @@ def diagnose(claim: Claim, posted: Posted, error: Bound) -> list[dict[str, Any]]
     order = np.argsort(posted.positions, kind="stable")
     sample = order[sampled(posted.positions[order])]
     claimed = rows_at(claim.key, posted.positions[sample], claim.source)
+    context = _Context(claim, posted, error, allowed, sample, claimed)
     for mistake in MISTAKES:
         for trial in mistake.trials(claim, posted):
-            made = _trial_key(claim, trial)
-            if made is None:
+            kept = _kept(context, trial)
+            if kept is None:
                 continue
-            key, parameters = made
-            if trial.values is None and width_of(key) != posted.width:
-                continue
-            bound = _bound_of(error, trial, key, posted)
-            first = _against(claim, trial, key, posted, sample, bound, allowed, claimed)
-            if first is None or not first[0] <= 0:
-                continue
-            whole = _whole(claim, trial, key, posted, bound, allowed)
-            if whole is None:
-                continue
-            largest, apart = whole
-            if not len(apart):  # the claimed table, within its bound: it explains nothing
-                continue
+            _, parameters, largest, apart = kept
             found.append(
                 {
                     "mistake": mistake.name,
                     "description": mistake.description,
-                    "from_position": int(apart.min()) if len(apart) else None,
+                    "from_position": int(apart.min()),
                     "max_error": largest,
                     "family": claim.family,
                     "parameters": said(parameters),
@@ -878,22 +858,53 @@ def diagnose(claim: Claim, posted: Posted, error: Bound) -> list[dict[str, Any]]
             break  # one trial a mistake
         if len(found) >= MAX_DIAGNOSES:
             break
-    return found or _several(claim, posted, error, allowed, sample, claimed)
+    return found or _several(context)
 
 
-def _several(
-    claim: Claim,
-    posted: Posted,
-    error: Bound,
-    allowed: str,
-    sample: NDArray[np.intp],
-    claimed: Values,
-) -> list[dict[str, Any]]:
+class _Context(NamedTuple):
+    """What every trial of a diagnosis is measured with: the claim, the posted table, the
+    claim's bound, the dtype whose ulp it allows, the sampled rows and the claimed ones."""
+
+    claim: Claim
+    posted: Posted
+    error: Bound
+    allowed: str
+    sample: NDArray[np.intp]
+    claimed: Values
+
+
+def _kept(
+    context: _Context, trial: Trial
+) -> tuple[Key, dict[str, Any], float, NDArray[np.int64]] | None:
+    """Whether ``trial`` explains the posted table: its key and parameters, the largest difference
+    left and where it parts from the claim, when the table is within the bound of it on
+    the sample, then on every row, and it parts from the claim somewhere; else None."""
+    claim, posted = context.claim, context.posted
+    made = _trial_key(claim, trial)
+    if made is None:
+        return None
+    key, parameters = made
+    if trial.values is None and width_of(key) != posted.width:
+        return None
+    bound = _bound_of(context.error, trial, key, posted)
+    first = _against(
+        claim, trial, key, posted, context.sample, bound, context.allowed, context.claimed
+    )
+    if first is None or not first[0] <= 0:
+        return None
+    whole = _whole(claim, trial, key, posted, bound, context.allowed)
+    if whole is None or not len(whole[1]):  # the claim itself explains nothing
+        return None
+    return key, parameters, whole[0], whole[1]
+
+
+def _several(context: _Context) -> list[dict[str, Any]]:
     """Where no one mistake explains the table, the parameters read from it
     (:func:`.identify.candidates`, of the claim's family) that make it: the diagnosis
     ``several``, naming each parameter the claim has otherwise."""
     from service.audit import identify
 
+    claim, posted = context.claim, context.posted
     named = max(1, len(registry.arrays(claim.key)))
     start = int(posted.positions.min())
     found = [each for each in identify.candidates(posted, start, named) if each[0] == claim.family]
@@ -904,18 +915,10 @@ def _several(
         changes = {**dict.fromkeys(set(claim.parameters) - set(kept)), **read}
         changes = {k: v for k, v in changes.items() if k not in ("max_len", "start")}
         trial = Trial(changes)
-        made = _trial_key(claim, trial)
-        if made is None or width_of(made[0]) != posted.width:
+        result = _kept(context, trial)
+        if result is None:
             continue
-        key, parameters = made
-        bound = _bound_of(error, trial, key, posted)
-        first = _against(claim, trial, key, posted, sample, bound, allowed, claimed)
-        if first is None or not first[0] <= 0:
-            continue
-        whole = _whole(claim, trial, key, posted, bound, allowed)
-        if whole is None:
-            continue
-        largest, apart = whole
+        key, parameters, largest, apart = result
         fields = claim.key.__dataclass_fields__
         differ = [
             name
@@ -929,7 +932,7 @@ def _several(
             {
                 "mistake": "several",
                 "description": "Several parameters not as claimed: " + ", ".join(differ) + ".",
-                "from_position": int(apart.min()) if len(apart) else None,
+                "from_position": int(apart.min()),
                 "max_error": largest,
                 "family": claim.family,
                 "parameters": said(parameters),
