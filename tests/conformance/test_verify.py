@@ -319,20 +319,10 @@ ROTARY_MISTAKES: Final = [
         "bf16-frequencies", "bf16-frequencies", LLAMA2, LLAMA2.query(), Made(frequencies="bfloat16")
     ),
 ]
-XFAIL: Final[dict[str, str]] = {}
 
 
-def _cases(injected: list[Injected]) -> list[Any]:
-    return [
-        pytest.param(
-            each,
-            id=each.name,
-            marks=[pytest.mark.xfail(strict=True, reason=XFAIL[each.name])]
-            if each.name in XFAIL
-            else [],
-        )
-        for each in injected
-    ]
+def _cases(injected: list[Injected] | list[Single]) -> list[Any]:
+    return [pytest.param(each, id=each.name) for each in injected]
 
 
 def _drop_none(parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -533,20 +523,7 @@ def check_single(each: Single) -> None:
         assert {**found["parameters"], **found["changes"]}.get(name) == value, found
 
 
-def _single_cases(injected: list[Single]) -> list[Any]:
-    return [
-        pytest.param(
-            each,
-            id=each.name,
-            marks=[pytest.mark.xfail(strict=True, reason=XFAIL[each.family + "/" + each.name])]
-            if each.family + "/" + each.name in XFAIL
-            else [],
-        )
-        for each in injected
-    ]
-
-
-@pytest.mark.parametrize("each", _single_cases(SINUSOIDAL_MISTAKES))
+@pytest.mark.parametrize("each", _cases(SINUSOIDAL_MISTAKES))
 def test_sinusoidal_mistakes_are_diagnosed(each: Single) -> None:
     check_single(each)
 
@@ -688,7 +665,7 @@ TIMESTEP_MISTAKES: Final = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("each", _single_cases(TIMESTEP_MISTAKES))
+@pytest.mark.parametrize("each", _cases(TIMESTEP_MISTAKES))
 def test_timestep_mistakes_are_diagnosed(each: Single) -> None:
     check_single(each)
 
@@ -854,7 +831,7 @@ SINCOS_2D_MISTAKES: Final = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("each", _single_cases(SINCOS_2D_MISTAKES))
+@pytest.mark.parametrize("each", _cases(SINCOS_2D_MISTAKES))
 def test_sincos_2d_mistakes_are_diagnosed(each: Single) -> None:
     check_single(each)
 
@@ -984,7 +961,7 @@ ROPE_ND_MISTAKES: Final = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("each", _single_cases(ROPE_ND_MISTAKES))
+@pytest.mark.parametrize("each", _cases(ROPE_ND_MISTAKES))
 def test_rope_nd_mistakes_are_diagnosed(each: Single) -> None:
     check_single(each)
 
@@ -1079,7 +1056,6 @@ KNOWN: Final = [
     Known("MAE ViT-B/16 grid (14 x 14, 768)", _mae, "sincos-2d",
           {"height": 14, "width": 14, "dim": 768}),
 ]  # fmt: skip
-KNOWN_XFAIL: Final[dict[str, str]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -1103,16 +1079,7 @@ def identified() -> Iterator[list[dict[str, Any]]]:
 
 @pytest.mark.parametrize(
     "known",
-    [
-        pytest.param(
-            each,
-            id=each.name,
-            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_XFAIL[each.name])]
-            if each.name in KNOWN_XFAIL
-            else [],
-        )
-        for each in KNOWN
-    ],
+    [pytest.param(each, id=each.name) for each in KNOWN],
 )
 def test_identify_names_the_model(known: Known, identified: list[dict[str, Any]]) -> None:
     table = known.table()
