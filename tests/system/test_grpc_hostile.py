@@ -171,7 +171,7 @@ def peak_mib(pid: int) -> float:
 
 
 def test_refused_calls_do_not_accumulate() -> None:
-    """Refused calls of 16 MB, two clients in a loop, five rounds: the process levels off
+    """Refused calls of 16 MB, two clients in a loop, eight rounds: the process levels off
     (context.abort's exception kept each message in reference cycles: it grew by ~130 MB a
     round, 1.4 to 2.3 GB in the probe's 45 s)."""
     port = free_port()
@@ -185,7 +185,7 @@ def test_refused_calls_do_not_accumulate() -> None:
                 assert call(address, unknown)[0] is grpc.StatusCode.NOT_FOUND
 
         sizes = []
-        for _ in range(5):
+        for _ in range(8):
             threads = [threading.Thread(target=loop) for _ in range(2)]
             for thread in threads:
                 thread.start()
@@ -193,9 +193,11 @@ def test_refused_calls_do_not_accumulate() -> None:
                 thread.join()
             time.sleep(0.5)
             sizes.append(rss_mib(process.pid))
-        # the allocator keeps what the first rounds took; the later ones add nothing (it
-        # grew by ~130 MB a round before)
-        assert sizes[-1] - sizes[1] < 128, sizes
+        # The allocator keeps some of what each round took, and how much varies by ~200 MB
+        # from one round to the next (16 MB messages, a glibc arena per thread): the last
+        # two rounds stay within 256 MB of the first three's largest, where ~130 MB a round
+        # would have put them ~700 MB above it.
+        assert min(sizes[-2:]) - max(sizes[:3]) < 256, sizes
 
 
 def test_calls_at_once_are_bounded_by_the_posted_budget() -> None:
