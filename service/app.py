@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service import __version__, preload
 from service.encodings import kernels
+from service.inference.models import Repository
 from service.inference.serving import grpc_serving
 from service.metrics import Telemetry
 from service.middleware.cors import Cors, blanket_headers
@@ -21,7 +22,7 @@ from service.middleware.direct import Direct
 from service.middleware.head import HeadAsGet
 from service.middleware.replay import Replay
 from service.middleware.telemetry import TelemetryMiddleware
-from service.routes import FAMILIES, ROUTERS
+from service.routes import FAMILIES, ROUTERS, inference
 from service.runtime import Runtime
 from service.server import supervision
 from service.server.edge import Edge
@@ -84,7 +85,15 @@ def create_app(
     kernels.use(settings.library_engine)
     served = [*FAMILIES, *families]
     # the families known to the registry; compare last, as it always was, for all of them
-    routers = [*ROUTERS, *map(router, families), compare.router(served), verify.router(served)]
+    # the Open Inference Protocol's models: one per family served, and the apply models
+    repository = Repository.of(served)
+    routers = [
+        *ROUTERS,
+        *map(router, families),
+        compare.router(served),
+        verify.router(served),
+        inference.router(repository),
+    ]
     tables = preload.checked(settings, readers(served))
 
     # the running runtime, as replay reads it on every request: app.state's attribute
@@ -100,7 +109,7 @@ def create_app(
         # a worker whose supervisor is killed would go on serving the ports for ever
         watching = asyncio.create_task(supervision.stop_when_orphaned())
         try:
-            async with grpc_serving(runtime):
+            async with grpc_serving(runtime, repository):
                 yield
         finally:
             loading.cancel()

@@ -85,7 +85,7 @@ def rows_at_ids(
         largest = max(abs(flat.min().item()), abs(flat.max().item()))
         shifted = math.ceil(largest) + registry.shift(key)
         runtime.limits.last_position(shifted, "the largest position id")
-    arrays = _rows(runtime, key, flat, count, integers, at)
+    arrays = rows_of(runtime, key, flat, count, integers, at)
     names = registry.arrays(key)
     if not names:
         described = {**fields, "shape": [*shape, key.width]}
@@ -99,7 +99,7 @@ def rows_at_ids(
     return codecs.gzip(encoded) if gzip else encoded
 
 
-def _rows(
+def rows_of(
     runtime: Runtime, key: Key, flat: NDArray[Any], count: int, integers: bool, at: At | None
 ) -> list[NDArray[np.floating]]:
     """The rows at ``flat``'s ``count`` ids (the last axis), each named array's columns

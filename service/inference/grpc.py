@@ -1,7 +1,9 @@
 """The Open Inference Protocol over gRPC (KServe v2's ``inference.GRPCInferenceService``):
-health, metadata and ``ModelInfer`` of the same models as the REST routes, served by a
-``grpc.aio`` server on the app's event loop, with its runtime (cache, lanes, permits).
-The other methods of Triton's superset of the service answer UNIMPLEMENTED.
+health, metadata, configuration, the repository index, statistics and ``ModelInfer`` of
+the same models as the REST routes, served by a ``grpc.aio`` server on the app's event
+loop, with its runtime (cache, lanes, permits). The other methods of Triton's superset of
+the service (loading and unloading models, shared memory, trace and log settings) answer
+UNIMPLEMENTED.
 
 Needs the grpc extra; :mod:`service.inference.serving` imports this module only when
 ``PE_GRPC_PORT`` is set."""
@@ -10,10 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 import grpc
+from google.protobuf import json_format
+from tritonclient.grpc import model_config_pb2
 from tritonclient.grpc import service_pb2 as pb
 
 from service import handlers
@@ -73,10 +78,12 @@ async def _answer(context: Context, work: Awaitable[T], empty: T) -> T:
 
 
 class Servicer:
-    """The methods of the service that this server speaks, on ``runtime``."""
+    """The methods of the service that this server speaks, on ``runtime``, for the models
+    of ``repository``."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, repository: models.Repository) -> None:
         self.runtime = runtime
+        self.repository = repository
 
     async def server_live(self, request: Any, context: Context) -> Any:
         return pb.ServerLiveResponse(live=True)
@@ -86,7 +93,7 @@ class Servicer:
 
     async def model_ready(self, request: Any, context: Context) -> Any:
         async def ready() -> Any:
-            models.model(request.name, request.version or None)
+            self.repository.model(request.name, request.version or None)
             return pb.ModelReadyResponse(ready=self.runtime.ready)
 
         return await _answer(context, ready(), pb.ModelReadyResponse())
@@ -96,7 +103,7 @@ class Servicer:
 
     async def model_metadata(self, request: Any, context: Context) -> Any:
         async def metadata() -> Any:
-            document = models.model(request.name, request.version or None).document()
+            document = self.repository.model(request.name, request.version or None).document()
             tensors = {
                 kind: [
                     pb.ModelMetadataResponse.TensorMetadata(
@@ -115,12 +122,45 @@ class Servicer:
 
         return await _answer(context, metadata(), pb.ModelMetadataResponse())
 
+    async def model_config(self, request: Any, context: Context) -> Any:
+        """The model's configuration: the REST answer's document, as Triton's message."""
+
+        async def config() -> Any:
+            document = self.repository.model(request.name, request.version or None).config()
+            message = json_format.ParseDict(document, model_config_pb2.ModelConfig())
+            return pb.ModelConfigResponse(config=message)
+
+        return await _answer(context, config(), pb.ModelConfigResponse())
+
+    async def repository_index(self, request: Any, context: Context) -> Any:
+        index = self.repository.index(self.runtime.ready)
+        return pb.RepositoryIndexResponse(
+            models=[pb.RepositoryIndexResponse.ModelIndex(**entry) for entry in index]
+        )
+
+    async def model_statistics(self, request: Any, context: Context) -> Any:
+        """A model's statistics (every model's, for no name): the REST answer's document."""
+
+        async def statistics() -> Any:
+            name, version = request.name or None, request.version or None
+            document = self.repository.stats(name, version)
+            return json_format.ParseDict(document, pb.ModelStatisticsResponse())
+
+        return await _answer(context, statistics(), pb.ModelStatisticsResponse())
+
     async def model_infer(self, message: bytes, context: Context) -> bytes:
         """A ``ModelInferRequest``'s bytes to a ``ModelInferResponse``'s: read, run and
-        written in worker threads (the quick lane or the CPU lane, by the message's size)."""
-        return await _answer(context, self._infer(message), b"")
+        written in worker threads (the quick lane or the CPU lane, by the message's size),
+        counted in the model's statistics once its model is known."""
+        began, named = time.perf_counter_ns(), list[str]()
+        answer = await _answer(context, self._infer(message, named), b"")
+        if named:
+            # an empty answer is a refusal's (an answer names its model)
+            statistics = self.repository.statistics[named[0]]
+            statistics.record(bool(answer), time.perf_counter_ns() - began)
+        return answer
 
-    async def _infer(self, message: bytes) -> bytes:
+    async def _infer(self, message: bytes, named: list[str]) -> bytes:
         runtime = self.runtime
         # gRPC has read the whole message: it counts with the posted bodies, until its
         # answer is computed, as a REST body does
@@ -128,8 +168,10 @@ class Servicer:
             reservation.take(len(message))
             elements = len(message) // 4  # about four bytes a number
             limit = runtime.limits.json_elements
-            served, parsed = await runtime.compute(elements, _parse, message, limit)
-            answer = models.answer_bytes(served, parsed)
+            served, parsed, answer = await runtime.compute(
+                elements, _parse, self.repository, message, limit
+            )
+            named.append(served.name)
             # gRPC keeps an answer until its client has read it all, outside the slow
             # clients' budget: one answer is at most a body's size (as a message is)
             runtime.limits.body_bytes.check(
@@ -141,15 +183,19 @@ class Servicer:
                 return await runtime.compute(elements, _run, runtime, served, parsed)
 
 
-def _parse(message: bytes, numbers: Limit) -> tuple[models.Model, wire.Request]:
+def _parse(
+    repository: models.Repository, message: bytes, numbers: Limit
+) -> tuple[models.Model, wire.Request, int]:
     """The message read within its bounds (:mod:`grpc_bounds`, before protobuf builds
-    anything): its model (unknown: NOT_FOUND before the inputs are read) and its request.
-    The protobuf message itself is not kept, not even by a refusal's traceback."""
+    anything): its model (unknown: NOT_FOUND before the inputs are read), its request and
+    its answer's bytes. The protobuf message itself is not kept, not even by a refusal's
+    traceback."""
     scanned = grpc_bounds.scan(message, numbers)
     decoded = grpc_wire.decode(scanned.header)
     try:
-        served = models.model(decoded.model_name, decoded.model_version or None)
-        return served, grpc_wire.request(decoded, scanned.raw, numbers)
+        served = repository.model(decoded.model_name, decoded.model_version or None)
+        request = grpc_wire.request(decoded, scanned.raw, numbers)
+        return served, request, models.answer_bytes(served, request)
     except ServiceError as exc:
         error = exc
     # the error's traceback holds the frames that hold the decoded message: raised
@@ -186,6 +232,9 @@ def _handler(servicer: Servicer) -> grpc.GenericRpcHandler:
             "ModelReady": method(servicer.model_ready, "ModelReady"),
             "ServerMetadata": method(servicer.server_metadata, "ServerMetadata"),
             "ModelMetadata": method(servicer.model_metadata, "ModelMetadata"),
+            "ModelConfig": method(servicer.model_config, "ModelConfig"),
+            "RepositoryIndex": method(servicer.repository_index, "RepositoryIndex"),
+            "ModelStatistics": method(servicer.model_statistics, "ModelStatistics"),
             "ModelInfer": grpc.unary_unary_rpc_method_handler(servicer.model_infer),
         },
     )
@@ -207,9 +256,10 @@ class CannotListen(RuntimeError):
 
 
 @contextlib.asynccontextmanager
-async def serving(runtime: Runtime) -> AsyncIterator[None]:
-    """The gRPC server on ``PE_HOST:PE_GRPC_PORT`` while the context lasts; its calls in
-    flight at the end have ``PE_SHUTDOWN_TIMEOUT`` seconds to finish."""
+async def serving(runtime: Runtime, repository: models.Repository) -> AsyncIterator[None]:
+    """The gRPC server of ``repository``'s models on ``PE_HOST:PE_GRPC_PORT`` while the
+    context lasts; its calls in flight at the end have ``PE_SHUTDOWN_TIMEOUT`` seconds to
+    finish."""
     settings = runtime.settings
     where = address(settings.host, settings.grpc_port)
     message = min(settings.max_body_bytes + HEADER_BYTES, _INT32_MAX)
@@ -228,7 +278,7 @@ async def serving(runtime: Runtime) -> AsyncIterator[None]:
             ("grpc.so_reuseport", int(settings.workers > 1)),
         ],
     )
-    server.add_generic_rpc_handlers((_handler(Servicer(runtime)),))
+    server.add_generic_rpc_handlers((_handler(Servicer(runtime, repository)),))
     try:
         server.add_insecure_port(where)
     except RuntimeError as exc:

@@ -6,24 +6,30 @@ the shared pipelines' (``handlers``). A gRPC front would parse its messages into
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
-from service import __version__, batches
+from service import __version__, batches, handlers, ids
 from service.codecs.types import Format, Headers
+from service.encodings import registry
 from service.encodings.additive import Additive
+from service.encodings.registry import Key
 from service.encodings.rotation import Rotation
 from service.errors import InvalidInput, InvalidParameter, ServiceError
 from service.inference import wire
+from service.limits import Limits
 from service.runtime import Runtime
 from service.schemas.rotary import RotaryApplyQuery
-from service.schemas.sinusoidal import ApplyQuery, BlockQuery
+from service.schemas.sinusoidal import ApplyQuery
 from service.text import shown
+from service.web.declared import Declared
 
 SERVER: Final = {"name": "positional-encodings", "version": __version__}
 EXTENSIONS: Final = ["binary_tensor_data"]
@@ -72,10 +78,34 @@ class Model:
     query: type[BaseModel]
     fixed: frozenset[str]
     run: Run
+    # the bytes of the answer's tensors, from the parsed request (0 where it is refused:
+    # the run refuses it the same way)
+    size: Callable[[Model, wire.Request], int]
 
     @property
     def parameters(self) -> list[str]:
         return [name for name in self.query.model_fields if name not in self.fixed]
+
+    def config(self) -> dict[str, Any]:
+        """The model's configuration as Triton states it (``GET .../config``, gRPC
+        ``ModelConfig``: what ``get_model_config`` reads): no batching of its own, the
+        tensors with their first datatype, the request parameters named."""
+
+        def tensor(spec: TensorSpec) -> dict[str, Any]:
+            entry = {"name": spec.name, "data_type": "TYPE_" + spec.datatypes[0]}
+            return {**entry, "dims": list(spec.shape), "optional": spec.optional}
+
+        outputs = [tensor(spec) for spec in self.outputs]
+        return {
+            "name": self.name,
+            "platform": SERVER["name"],
+            "backend": SERVER["name"],
+            "max_batch_size": 0,
+            "version_policy": {"latest": {"num_versions": 1}},
+            "input": [tensor(spec) for spec in self.inputs],
+            "output": [{k: v for k, v in out.items() if k != "optional"} for out in outputs],
+            "parameters": {"request": {"string_value": ",".join(self.parameters)}},
+        }
 
     def document(self) -> dict[str, Any]:
         """The model's metadata, as ``GET /v2/models/{name}`` answers it."""
@@ -120,28 +150,6 @@ def _tensor(model: Model, request: wire.Request, name: str) -> NDArray[Any] | No
     return tensor.array
 
 
-def _encodings(
-    model: Model, runtime: Runtime, request: wire.Request, json_output: bool
-) -> list[wire.Tensor]:
-    """The rows of a sinusoidal table at the given positions."""
-    positions = _tensor(model, request, "positions")
-    assert positions is not None
-    if positions.ndim != 1:
-        raise InvalidInput("positions", f"must have shape [-1], not {list(positions.shape)}")
-    if positions.size and positions.min() < 0:
-        raise InvalidInput("positions", "must be non-negative")
-    last = int(positions.max()) if positions.size else 0
-    runtime.limits.last_position(last, "the largest position")
-    query = _validated(model, request.parameters, max_len=last + 1)
-    limits = runtime.limits
-    limits.row_width(query.d_model, "d_model")
-    limits.rows(positions.size, query.d_model, "positions × d_model")
-    if json_output:
-        limits.json_answer(positions.size * query.d_model, hint="ask for binary_data")
-    rows = batches.rows_at(runtime, query.key(), positions.astype(np.int64))
-    return [wire.Tensor("encodings", wire.NAMES[rows.dtype.name], rows)]
-
-
 def _applied(kernel: Callable[[Any], batches.Kernel]) -> Run:
     """The run of an apply model: the embeddings with its kernel applied."""
 
@@ -162,18 +170,17 @@ def _applied(kernel: Callable[[Any], batches.Kernel]) -> Run:
     return run
 
 
-SINUSOIDAL: Final = Model(
-    "sinusoidal",
-    (TensorSpec("positions", INTEGERS, (-1,)),),
-    (TensorSpec("encodings", FLOATS, (-1, -1)),),
-    BlockQuery,
-    frozenset({"max_len", "start", "stop", "dim_start", "dim_stop"}),
-    _encodings,
-)
 _BATCH: Final = (
     TensorSpec("embeddings", FLOATS, (-1, -1, -1)),
     TensorSpec("position_ids", INTEGERS, (-1, -1), optional=True),
 )
+
+
+def _batch_bytes(model: Model, request: wire.Request) -> int:
+    embeddings = request.inputs.get("embeddings")
+    return 0 if embeddings is None else embeddings.array.nbytes
+
+
 SINUSOIDAL_APPLY: Final = Model(
     "sinusoidal-apply",
     _BATCH,
@@ -181,6 +188,7 @@ SINUSOIDAL_APPLY: Final = Model(
     ApplyQuery,
     frozenset({"format"}),
     _applied(lambda query: Additive(query.embedding_scale())),
+    _batch_bytes,
 )
 ROTARY_APPLY: Final = Model(
     "rotary-apply",
@@ -189,18 +197,163 @@ ROTARY_APPLY: Final = Model(
     RotaryApplyQuery,
     frozenset({"format"}),
     _applied(lambda query: Rotation(query.convention)),
+    _batch_bytes,
 )
-MODELS: Final = {model.name: model for model in (SINUSOIDAL, SINUSOIDAL_APPLY, ROTARY_APPLY)}
+APPLY: Final = (SINUSOIDAL_APPLY, ROTARY_APPLY)
+# what a model of a table's rows decides from its positions: the GET's window
+_WINDOW: Final = frozenset({"max_len", "start", "stop", "dim_start", "dim_stop", "format"})
+# the datatypes of positions that need not be integers (diffusion timesteps, grid ids)
+_REALS: Final = ("FP32", "FP64", "INT64", "INT32")
 
 
-def model(name: str, version: str | None = None) -> Model:
-    """The model of that name (and version, if given); else :class:`UnknownModel`."""
-    found = MODELS.get(name)
-    if found is None:
-        raise UnknownModel(f"no model named {shown(name)!r}; the models are {', '.join(MODELS)}")
-    if version is not None and version != VERSION:
-        raise UnknownModel(f"model {name!r} has no version {shown(version)!r}; it has {VERSION}")
-    return found
+def of_family(declared: Declared[Any, Any]) -> Model:
+    """The model of a declared family, named as the family: rows at the ``positions``
+    input (integers, or any finite numbers where the family takes them; ``[n_axes, L]``
+    where its ids have several axes) for a cached table, each of its named arrays an
+    output (else one, named as the family declares); or, for a family computed per
+    request (ALiBi), the block its ``GET`` parameters name, with no input. The parameters
+    are its ``GET``'s, checked as the ``GET`` checks them, less those the positions
+    decide."""
+    family, fields = declared.family, declared.query.model_fields
+    names = family.arrays or (declared.output,)
+    if family.block is not None:
+        dims = (-1,) * len(declared.shape.split(","))
+        outputs = tuple(TensorSpec(name, FLOATS, dims) for name in names)
+        fixed = frozenset({"format"})
+        return Model(
+            family.name, (), outputs, declared.query, fixed, _block(declared), _sized(declared)
+        )
+    spec = declared.positions
+    integers = spec is None or spec.integers
+    ids = TensorSpec(
+        "positions", INTEGERS if integers else _REALS, (-1,) if spec is None else spec.shape
+    )
+    outputs = tuple(TensorSpec(name, FLOATS, (-1, -1)) for name in names)
+    fixed = _WINDOW & set(fields)
+    return Model(
+        family.name, (ids,), outputs, declared.query, fixed, _rows(declared), _sized(declared)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A rows model's request read: its query and key, its positions (``(L,)`` or
+    ``(axes, L)``), their count and their largest magnitude."""
+
+    query: Any
+    key: Key
+    positions: NDArray[Any]
+    axes: int
+    count: int
+    last: int
+
+
+def _read(
+    declared: Declared[Any, Any], model: Model, request: wire.Request, limits: Limits | None
+) -> _Read:
+    """The positions checked (non-negative integers, or finite numbers, the largest within
+    ``limits``; shaped for the key's axes) and the parameters validated with the
+    ``max_len`` they reach."""
+    spec = declared.positions
+    integers = spec is None or spec.integers
+    positions = _tensor(model, request, "positions")
+    assert positions is not None
+    last = 0
+    if positions.size:
+        if integers:
+            low = int(positions.min())
+            if low < 0:
+                raise InvalidInput("positions", f"must be non-negative, not {low}")
+            last = int(positions.max())
+        elif not np.isfinite(positions).all():
+            raise InvalidInput("positions", "must be finite numbers")
+        else:
+            last = math.ceil(float(np.abs(positions).max()))
+    if limits is not None:  # before max_len is made of it
+        limits.last_position(last, "the largest position")
+    given = {"max_len": last + 1} if "max_len" in model.fixed else {}
+    query = _validated(model, request.parameters, **given)
+    key = declared.key(query)
+    axes = 1 if spec is None else spec.axes(key)
+    wanted = ("-1",) if axes == 1 else (str(axes), "-1")
+    if positions.ndim != len(wanted) or (axes > 1 and positions.shape[0] != axes):
+        shape = f"[{', '.join(wanted)}]"
+        raise InvalidInput("positions", f"must have shape {shape}, not {list(positions.shape)}")
+    return _Read(query, key, positions, axes, positions.size // axes, last)
+
+
+def _rows(declared: Declared[Any, Any]) -> Run:
+    """The run of a rows model: one row per position, each named array an output."""
+    spec = declared.positions
+    integers = spec is None or spec.integers
+    at = None if spec is None else spec.at
+
+    def run(
+        model: Model, runtime: Runtime, request: wire.Request, json_output: bool
+    ) -> list[wire.Tensor]:
+        limits = runtime.limits
+        read = _read(declared, model, request, limits)
+        key = read.key
+        if registry.shift(key):
+            limits.last_position(read.last + registry.shift(key), "the largest position")
+        limits.row_width(key.width, declared.width_name)
+        limits.rows(read.count, key.width, "positions × width")
+        if json_output:
+            limits.json_answer(read.count * key.width, hint="ask for binary_data")
+        arrays = ids.rows_of(runtime, key, read.positions, read.count, integers, at)
+        return [
+            wire.Tensor(name, wire.NAMES[array.dtype.name], array)
+            for name, array in zip(family_names(declared), arrays, strict=True)
+        ]
+
+    return run
+
+
+def family_names(declared: Declared[Any, Any]) -> tuple[str, ...]:
+    """The names of a family's outputs: its row's named arrays, or its one."""
+    return declared.family.arrays or (declared.output,)
+
+
+def _sized(declared: Declared[Any, Any]) -> Callable[[Model, wire.Request], int]:
+    """The bytes of a family model's answer: its rows' at the positions, or its block's."""
+
+    def size(model: Model, request: wire.Request) -> int:
+        try:
+            if declared.family.block is not None:
+                query = _validated(model, request.parameters)
+                key = declared.key(query)
+                return int(declared.block(query, key).nbytes)
+            read = _read(declared, model, request, None)
+        except ServiceError:
+            return 0
+        return read.count * registry.row_bytes(read.key)
+
+    return size
+
+
+def _block(declared: Declared[Any, Any]) -> Run:
+    """The run of a model computed per request: the block its parameters name, checked as
+    its ``GET`` checks it."""
+
+    def run(
+        model: Model, runtime: Runtime, request: wire.Request, json_output: bool
+    ) -> list[wire.Tensor]:
+        query = _validated(model, request.parameters)
+        key = declared.key(query)
+        block = declared.block(query, key)
+        fmt: Format = "json" if json_output else "raw"
+        if declared.check is not None:
+            declared.check(query, runtime.limits, fmt)
+        else:
+            handlers.check_table(runtime.limits, block, fmt, declared.width_name)
+        values = registry.block(key, block.start, block.stop)
+        if json_output and not np.isfinite(values).all():
+            raise InvalidInput(
+                "outputs", "hold -inf (masked entries), which JSON cannot: ask for binary_data"
+            )
+        return [wire.Tensor(declared.output, wire.NAMES[values.dtype.name], values)]
+
+    return run
 
 
 def infer_parsed(
@@ -241,18 +394,12 @@ def _binary(request: wire.Request, asked: Mapping[str, bool | None]) -> set[str]
 
 
 def answer_bytes(served: Model, request: wire.Request) -> int:
-    """How many bytes the answer's tensors and its echoed id take, from the request alone
-    (before any check): the batch's, or the rows' at the dtype asked for."""
+    """How many bytes the answer's tensors and its echoed id take, from the parsed request
+    (before the run's checks): the rows' or the block's at the dtype asked for, or the
+    batch's."""
     # the id is echoed as it came (at most wire.MAX_ID_BYTES, once the wire has checked it)
     echoed = 0 if request.id is None else len(request.id.encode("utf-8", "surrogatepass"))
-    if served is SINUSOIDAL:
-        positions, width = request.inputs.get("positions"), request.parameters.get("d_model")
-        if positions is None or type(width) is not int:
-            return echoed
-        itemsize = {"float64": 8, "float16": 2}.get(str(request.parameters.get("dtype")), 4)
-        return echoed + positions.array.size * max(width, 0) * itemsize
-    embeddings = request.inputs.get("embeddings")
-    return echoed + (0 if embeddings is None else embeddings.array.nbytes)
+    return echoed + served.size(served, request)
 
 
 def infer(runtime: Runtime, served: Model, request: wire.Request) -> tuple[Headers, memoryview]:
@@ -260,3 +407,95 @@ def infer(runtime: Runtime, served: Model, request: wire.Request) -> tuple[Heade
     outputs, binary = infer_parsed(runtime, served, request)
     headers, body = wire.encode(served.name, VERSION, request.id, outputs, binary)
     return headers, memoryview(body)
+
+
+@dataclass(slots=True)
+class Statistics:
+    """What a model has answered (in this worker process), as Triton's statistics count
+    it: successes and failures with their time, the last one's (ms since the epoch)."""
+
+    success: int = 0
+    success_ns: int = 0
+    fail: int = 0
+    fail_ns: int = 0
+    last_inference: int = 0
+
+    def record(self, ok: bool, ns: int) -> None:
+        if ok:
+            self.success += 1
+            self.success_ns += ns
+        else:
+            self.fail += 1
+            self.fail_ns += ns
+        self.last_inference = time.time_ns() // 1_000_000
+
+    def document(self, name: str) -> dict[str, Any]:
+        """As ``GET /v2/models/{name}/stats`` answers each model (Triton's statistics
+        extension); the stages the service does not time apart are zero."""
+
+        def duration(count: int = 0, ns: int = 0) -> dict[str, int]:
+            return {"count": count, "ns": ns}
+
+        unmeasured = ("queue", "compute_input", "compute_infer", "compute_output")
+        return {
+            "name": name,
+            "version": VERSION,
+            "last_inference": self.last_inference,
+            "inference_count": self.success,
+            "execution_count": self.success,
+            "inference_stats": {
+                "success": duration(self.success, self.success_ns),
+                "fail": duration(self.fail, self.fail_ns),
+                **{stage: duration() for stage in unmeasured},
+                "cache_hit": duration(),
+                "cache_miss": duration(),
+            },
+            "batch_stats": [],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Repository:
+    """The models an app serves, by name: one per declared family (its rows or its block)
+    and the apply models; and what each has answered."""
+
+    models: Mapping[str, Model]
+    statistics: dict[str, Statistics] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, served: Sequence[Declared[Any, Any]]) -> Repository:
+        """The models of the ``served`` families, and the apply models."""
+        found: dict[str, Model] = {}
+        for each in [*map(of_family, served), *APPLY]:
+            if each.name in found:
+                raise TypeError(f"two models are named {each.name!r}")
+            found[each.name] = each
+        return cls(found, {name: Statistics() for name in found})
+
+    def model(self, name: str, version: str | None = None) -> Model:
+        """The model of that name (and version, if given); else :class:`UnknownModel`."""
+        found = self.models.get(name)
+        if found is None:
+            raise UnknownModel(
+                f"no model named {shown(name)!r}; the models are {', '.join(self.models)}"
+            )
+        if version is not None and version != VERSION:
+            raise UnknownModel(
+                f"model {name!r} has no version {shown(version)!r}; it has {VERSION}"
+            )
+        return found
+
+    def index(self, ready: bool) -> list[dict[str, str]]:
+        """The repository index (``POST /v2/repository/index``): every model, its version
+        and state (READY once the server is; nothing to load or unload)."""
+        state = "READY" if ready else "UNAVAILABLE"
+        reason = "" if ready else "the PE_PRELOAD tables are being computed"
+        return [
+            {"name": name, "version": VERSION, "state": state, "reason": reason}
+            for name in self.models
+        ]
+
+    def stats(self, name: str | None = None, version: str | None = None) -> dict[str, Any]:
+        """The statistics of one model (and version), or of them all."""
+        names = list(self.models) if name is None else [self.model(name, version).name]
+        return {"model_stats": [self.statistics[each].document(each) for each in names]}

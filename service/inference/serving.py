@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+from service.inference.models import Repository
 from service.runtime import Runtime
 
 
@@ -15,8 +16,9 @@ class GrpcUnavailable(RuntimeError):
 
 
 @contextlib.asynccontextmanager
-async def grpc_serving(runtime: Runtime) -> AsyncIterator[None]:
-    """The gRPC server while the context lasts, if ``PE_GRPC_PORT`` is set; else nothing.
+async def grpc_serving(runtime: Runtime, repository: Repository) -> AsyncIterator[None]:
+    """The gRPC server of ``repository``'s models while the context lasts, if
+    ``PE_GRPC_PORT`` is set; else nothing.
 
     Entered as the app starts (in each worker), so that a failure stops the start-up:
     :class:`GrpcUnavailable` without the grpc extra, or ``CannotListen``."""
@@ -30,5 +32,5 @@ async def grpc_serving(runtime: Runtime) -> AsyncIterator[None]:
             f"PE_GRPC_PORT is set, but the grpc extra is not installed ({exc}): install the "
             "service with it (pip install '.[grpc]'), or unset PE_GRPC_PORT"
         ) from None
-    async with grpc.serving(runtime):
+    async with grpc.serving(runtime, repository):
         yield

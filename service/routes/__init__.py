@@ -9,7 +9,6 @@ from service.routes import (
     alibi,
     docs,
     explorer,
-    inference,
     mrope,
     ops,
     pictures,
@@ -43,7 +42,6 @@ ROUTERS: list[APIRouter] = [
     mrope.router,
     pictures.router,
     ops.router,
-    inference.router,
     explorer.router,
     docs.router,
 ]

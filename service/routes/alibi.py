@@ -29,6 +29,7 @@ SLOPES: Final = declared.Declared(
     answer="The array, shape (num_heads).",
     shape="num_heads",
     tag="alibi",
+    output="slopes",
 )
 BIAS: Final = declared.Declared(
     family=alibi.BIAS,
@@ -46,4 +47,5 @@ BIAS: Final = declared.Declared(
     answer="The array, shape (num_heads,rows,key_len).",
     shape="num_heads,rows,key_len",
     audit=True,  # by distance: each head's slope times it
+    output="bias",
 )

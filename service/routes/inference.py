@@ -1,25 +1,28 @@
 """The Open Inference Protocol over REST (KServe v2, as Triton and MLServer speak it): the
-server's and the models' health and metadata, and ``infer`` with JSON tensors or the binary
-tensor data extension. Errors are the protocol's ``{"error": "..."}`` (``web.problems``)."""
+server's and the models' health, metadata and configuration, the repository index, the
+models' statistics, and ``infer`` with JSON tensors or the binary tensor data extension.
+The models are the app's (:class:`models.Repository`: one per family it serves). Errors are
+the protocol's ``{"error": "..."}`` (``web.problems``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Final, Literal
 
 from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from service import handlers
 from service.codecs.types import Headers
-from service.errors import ServiceError, UnsupportedMediaType
+from service.errors import InvalidInput, Limit, ServiceError, UnsupportedMediaType
 from service.inference import models, wire
 from service.limits import reserving
+from service.runtime import Runtime
 from service.web.answers import Offer, Plan, answer
 from service.web.bodies import read_posted
 from service.web.deps import RuntimeDep
 from service.web.disconnect import unless_gone
 from service.web.negotiation import combined
-
-router = APIRouter(prefix="/v2", tags=["inference"])
 
 
 class CompressedBody(UnsupportedMediaType):
@@ -56,85 +59,6 @@ _EMPTY: Final[dict[int | str, dict[str, Any]]] = {
 _UNKNOWN = _errors(s404="No model of that name or version.")
 
 
-@router.get("", operation_id="getInferenceServer", summary="The server and its extensions.")
-async def server() -> dict[str, Any]:
-    """The server's name and version, and the protocol extensions it speaks."""
-    return {**models.SERVER, "extensions": models.EXTENSIONS}
-
-
-@router.get(
-    "/health/live",
-    operation_id="getInferenceLive",
-    summary="200 while the server answers (the protocol's liveness).",
-    response_class=Response,
-    responses=_EMPTY,
-)
-async def live() -> Response:
-    """200 while the server answers."""
-    return Response(status_code=200)
-
-
-@router.get(
-    "/health/ready",
-    operation_id="getInferenceReady",
-    summary="200 once the PE_PRELOAD tables are computed, 400 before.",
-    response_class=Response,
-    responses=_EMPTY,
-)
-async def ready(runtime: RuntimeDep) -> Response:
-    """200 once the PE_PRELOAD tables are computed, 400 before (as ``/readyz``)."""
-    return Response(status_code=200 if runtime.ready else 400)
-
-
-@router.get(
-    "/models/{name}",
-    operation_id="getInferenceModel",
-    summary="A model's metadata: its inputs, outputs and request parameters.",
-    responses=_UNKNOWN,
-)
-async def metadata(name: str) -> dict[str, Any]:
-    """A model's metadata: its inputs and outputs (-1: a dimension that varies), and the
-    parameters a request may give."""
-    return models.model(name).document()
-
-
-@router.get(
-    "/models/{name}/versions/{version}",
-    operation_id="getInferenceModelVersion",
-    summary="A model version's metadata.",
-    responses=_UNKNOWN,
-)
-async def version_metadata(name: str, version: str) -> dict[str, Any]:
-    """A model version's metadata (each model has version 1)."""
-    return models.model(name, version).document()
-
-
-@router.get(
-    "/models/{name}/ready",
-    operation_id="getInferenceModelReady",
-    summary="200 when the model is ready (when the server is), 400 before.",
-    response_class=Response,
-    responses={**_EMPTY, **_UNKNOWN},
-)
-async def model_ready(name: str, runtime: RuntimeDep) -> Response:
-    """200 when the model is ready: when the server is."""
-    models.model(name)
-    return Response(status_code=200 if runtime.ready else 400)
-
-
-@router.get(
-    "/models/{name}/versions/{version}/ready",
-    operation_id="getInferenceModelVersionReady",
-    summary="200 when the model version is ready (when the server is), 400 before.",
-    response_class=Response,
-    responses={**_EMPTY, **_UNKNOWN},
-)
-async def model_version_ready(name: str, version: str, runtime: RuntimeDep) -> Response:
-    """200 when the model version is ready: when the server is."""
-    models.model(name, version)
-    return Response(status_code=200 if runtime.ready else 400)
-
-
 _INFER: Final[dict[str, Any]] = {
     "operation_id": "inferModel",
     "summary": "Run a model: JSON tensors, or binary tensor data after the JSON header.",
@@ -169,18 +93,217 @@ _INFER: Final[dict[str, Any]] = {
 }
 
 
-@router.post("/models/{name}/infer", **_INFER)
-async def infer(name: str, request: Request, runtime: RuntimeDep) -> Response:
-    """Run a model on the posted tensors."""
-    return await _infer(models.model(name), request, runtime)
+class IndexRequest(BaseModel):
+    """The body of a repository index request."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repository_name: str = ""
+    ready: bool = False
 
 
-@router.post(
-    "/models/{name}/versions/{version}/infer", **{**_INFER, "operation_id": "inferModelVersion"}
-)
-async def infer_version(name: str, version: str, request: Request, runtime: RuntimeDep) -> Response:
-    """Run a model version on the posted tensors."""
-    return await _infer(models.model(name, version), request, runtime)
+_INDEX_BODY: Final = {
+    "required": False,
+    "content": {
+        "application/json": {
+            "schema": IndexRequest.model_json_schema(),
+            "example": {"ready": True},
+        }
+    },
+}
+# an index request's body is a few fields
+_INDEX_BYTES: Final = 4096
+
+
+async def _index_request(request: Request, runtime: Runtime) -> IndexRequest:
+    """The index request's body, read within a few KiB: empty (as tritonclient sends it),
+    or ``{"repository_name": "", "ready": bool}``."""
+    limit = Limit(_INDEX_BYTES, "the index request's own limit")
+    with reserving(runtime.posted) as reservation:
+        body = await read_posted(request, runtime, limit, reservation)
+        if not body.strip():
+            return IndexRequest()
+        try:
+            asked = IndexRequest.model_validate_json(bytes(body), strict=True)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            name = ".".join(str(part) for part in error["loc"]) or "body"
+            raise InvalidInput(name, error["msg"]) from None
+    if asked.repository_name:
+        raise InvalidInput("repository_name", "must be empty: the service has one repository")
+    return asked
+
+
+def router(repository: models.Repository) -> APIRouter:
+    """The protocol's routes, for the models of ``repository``."""
+    routes = APIRouter(prefix="/v2", tags=["inference"])
+
+    @routes.get("", operation_id="getInferenceServer", summary="The server and its extensions.")
+    async def server() -> dict[str, Any]:
+        """The server's name and version, and the protocol extensions it speaks."""
+        return {**models.SERVER, "extensions": models.EXTENSIONS}
+
+    @routes.get(
+        "/health/live",
+        operation_id="getInferenceLive",
+        summary="200 while the server answers (the protocol's liveness).",
+        response_class=Response,
+        responses=_EMPTY,
+    )
+    async def live() -> Response:
+        """200 while the server answers."""
+        return Response(status_code=200)
+
+    @routes.get(
+        "/health/ready",
+        operation_id="getInferenceReady",
+        summary="200 once the PE_PRELOAD tables are computed, 400 before.",
+        response_class=Response,
+        responses=_EMPTY,
+    )
+    async def ready(runtime: RuntimeDep) -> Response:
+        """200 once the PE_PRELOAD tables are computed, 400 before (as ``/readyz``)."""
+        return Response(status_code=200 if runtime.ready else 400)
+
+    @routes.post(
+        "/repository/index",
+        operation_id="getInferenceRepositoryIndex",
+        summary="Every model, its version and state (Triton's model repository extension).",
+        openapi_extra={"requestBody": _INDEX_BODY},
+    )
+    async def index(request: Request, runtime: RuntimeDep) -> list[dict[str, str]]:
+        """Every model with its version and state: READY once the server is. The body is
+        optional: ``{"ready": true}`` lists only the models ready to answer, and a
+        ``repository_name`` other than ``""`` is refused (the service has one repository,
+        and every model in it is loaded)."""
+        asked = await _index_request(request, runtime)
+        index = repository.index(runtime.ready)
+        return [entry for entry in index if entry["state"] == "READY" or not asked.ready]
+
+    @routes.get(
+        "/models/stats",
+        operation_id="getInferenceStatistics",
+        summary="Every model's statistics in this worker (Triton's statistics extension).",
+    )
+    async def statistics() -> dict[str, Any]:
+        """What each model has answered in this worker process: successes and failures,
+        with their time."""
+        return repository.stats()
+
+    @routes.get(
+        "/models/{name}",
+        operation_id="getInferenceModel",
+        summary="A model's metadata: its inputs, outputs and request parameters.",
+        responses=_UNKNOWN,
+    )
+    async def metadata(name: str) -> dict[str, Any]:
+        """A model's metadata: its inputs and outputs (-1: a dimension that varies), and
+        the parameters a request may give."""
+        return repository.model(name).document()
+
+    @routes.get(
+        "/models/{name}/versions/{version}",
+        operation_id="getInferenceModelVersion",
+        summary="A model version's metadata.",
+        responses=_UNKNOWN,
+    )
+    async def version_metadata(name: str, version: str) -> dict[str, Any]:
+        """A model version's metadata (each model has version 1)."""
+        return repository.model(name, version).document()
+
+    @routes.get(
+        "/models/{name}/config",
+        operation_id="getInferenceModelConfig",
+        summary="A model's configuration, as Triton states it (get_model_config).",
+        responses=_UNKNOWN,
+    )
+    async def config(name: str) -> dict[str, Any]:
+        """A model's configuration: its tensors with Triton's types, no batching."""
+        return repository.model(name).config()
+
+    @routes.get(
+        "/models/{name}/versions/{version}/config",
+        operation_id="getInferenceModelVersionConfig",
+        summary="A model version's configuration.",
+        responses=_UNKNOWN,
+    )
+    async def version_config(name: str, version: str) -> dict[str, Any]:
+        """A model version's configuration (each model has version 1)."""
+        return repository.model(name, version).config()
+
+    @routes.get(
+        "/models/{name}/stats",
+        operation_id="getInferenceModelStatistics",
+        summary="A model's statistics in this worker.",
+        responses=_UNKNOWN,
+    )
+    async def model_statistics(name: str) -> dict[str, Any]:
+        """What the model has answered in this worker process."""
+        return repository.stats(name)
+
+    @routes.get(
+        "/models/{name}/versions/{version}/stats",
+        operation_id="getInferenceModelVersionStatistics",
+        summary="A model version's statistics in this worker.",
+        responses=_UNKNOWN,
+    )
+    async def version_statistics(name: str, version: str) -> dict[str, Any]:
+        """What the model version has answered in this worker process."""
+        return repository.stats(name, version)
+
+    @routes.get(
+        "/models/{name}/ready",
+        operation_id="getInferenceModelReady",
+        summary="200 when the model is ready (when the server is), 400 before.",
+        response_class=Response,
+        responses={**_EMPTY, **_UNKNOWN},
+    )
+    async def model_ready(name: str, runtime: RuntimeDep) -> Response:
+        """200 when the model is ready: when the server is."""
+        repository.model(name)
+        return Response(status_code=200 if runtime.ready else 400)
+
+    @routes.get(
+        "/models/{name}/versions/{version}/ready",
+        operation_id="getInferenceModelVersionReady",
+        summary="200 when the model version is ready (when the server is), 400 before.",
+        response_class=Response,
+        responses={**_EMPTY, **_UNKNOWN},
+    )
+    async def model_version_ready(name: str, version: str, runtime: RuntimeDep) -> Response:
+        """200 when the model version is ready: when the server is."""
+        repository.model(name, version)
+        return Response(status_code=200 if runtime.ready else 400)
+
+    @routes.post("/models/{name}/infer", **_INFER)
+    async def infer(name: str, request: Request, runtime: RuntimeDep) -> Response:
+        """Run a model on the posted tensors."""
+        return await _counted(repository, repository.model(name), request, runtime)
+
+    @routes.post(
+        "/models/{name}/versions/{version}/infer",
+        **{**_INFER, "operation_id": "inferModelVersion"},
+    )
+    async def infer_version(
+        name: str, version: str, request: Request, runtime: RuntimeDep
+    ) -> Response:
+        """Run a model version on the posted tensors."""
+        return await _counted(repository, repository.model(name, version), request, runtime)
+
+    return routes
+
+
+async def _counted(
+    repository: models.Repository, served: models.Model, request: Request, runtime: RuntimeDep
+) -> Response:
+    """The answer of ``_infer``, counted in the model's statistics."""
+    began, ok = time.perf_counter_ns(), False
+    try:
+        response = await _infer(served, request, runtime)
+        ok = True
+        return response
+    finally:
+        repository.statistics[served.name].record(ok, time.perf_counter_ns() - began)
 
 
 async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) -> Response:
@@ -194,8 +317,8 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
         elements = len(body) // 4  # about four bytes a number, in JSON or binary
         limit = runtime.limits.json_elements
 
-        parsed = await unless_gone(
-            request, lambda: runtime.compute(elements, wire.parse, body, length, limit)
+        parsed, size = await unless_gone(
+            request, lambda: runtime.compute(elements, _parsed, served, body, length, limit)
         )
 
         async def encode(fmt: Literal["json", "raw"], gzip: bool) -> tuple[Headers, memoryview]:
@@ -206,6 +329,14 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
         # nothing gzipped
         fmt: Literal["json", "raw"] = "raw" if models.binary(served, parsed) else "json"
         offer = Offer((fmt,), fmt)
-        large = models.answer_bytes(served, parsed) > handlers.LARGE_ANSWER_BYTES
+        large = size > handlers.LARGE_ANSWER_BYTES
         plan = Plan(offer, encode, large=large, vary=False, gzip_from=None)
         return await answer(request, runtime, plan)
+
+
+def _parsed(
+    served: models.Model, body: bytearray, length: int | None, numbers: Limit
+) -> tuple[wire.Request, int]:
+    """The request read, and its answer's bytes (a worker thread: a model's key may cost)."""
+    parsed = wire.parse(body, length, numbers)
+    return parsed, models.answer_bytes(served, parsed)

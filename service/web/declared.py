@@ -94,6 +94,9 @@ class Positions(Generic[K]):
     axes: Callable[[K], int] = lambda key: 1
     integers: bool = True
     at: Callable[[K, Any], Rows] | None = None
+    # the ids' shape as the Open Inference Protocol's metadata states it (-1: it varies):
+    # ``(-1, -1)`` where the ids of every axis come stacked, ``(axes, L)``
+    shape: tuple[int, ...] = (-1,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,9 @@ class Declared(Generic[Q, K]):
     # ``GET /v1/audit/{name}`` (:mod:`service.web.audits`): its family carries the audit's
     # record (``registry.Audit``), or its routes are refused when they are built
     audit: bool = False
+    # the name of its answer's array where a row holds one, as the Open Inference
+    # Protocol's model names its output (a row's named arrays are named as they are)
+    output: str = "encodings"
 
     def __post_init__(self) -> None:
         if "format" not in self.query.model_fields:

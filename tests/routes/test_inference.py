@@ -14,6 +14,7 @@ import pytest
 
 from service.errors import InvalidInput
 from service.inference import models, wire
+from service.routes import FAMILIES
 from tests.support import TABLE, load
 
 INFER = "/v2/models/sinusoidal/infer"
@@ -118,7 +119,7 @@ def test_empty_positions_give_no_rows(api: httpx.Client) -> None:
 BAD_JSON_REQUESTS = [
     (b"not json", ["not valid JSON"]),
     (b"[1, 2]", ["JSON object"]),
-    (orjson.dumps({"inputs": []}), ["inputs"]),
+    (orjson.dumps({"inputs": []}), ["positions", "required input"]),
     (orjson.dumps({"inputs": [positions([1])], "extra": 1}), ["extra"]),
     (orjson.dumps({"inputs": [positions([1]), positions([2])]}), ["twice"]),
     (orjson.dumps({"inputs": [positions([1], datatype="BYTES")]}), ["BYTES", "INT64"]),
@@ -374,7 +375,8 @@ def test_the_answer_s_size_counts_the_echoed_id() -> None:
     """The gRPC answer limit reads answer_bytes before the run: the id is echoed in it."""
     ids = wire.Tensor("positions", "INT64", np.arange(3, dtype=np.int64))
     parameters = {"d_model": 4}
-    for served, inputs in ((models.SINUSOIDAL, {"positions": ids}), (models.ROTARY_APPLY, {})):
+    sinusoidal = models.Repository.of(FAMILIES).model("sinusoidal")
+    for served, inputs in ((sinusoidal, {"positions": ids}), (models.ROTARY_APPLY, {})):
         plain = wire.Request(None, parameters, inputs, None, False)
         echoed = wire.Request("é" * 100, parameters, inputs, None, False)
         assert models.answer_bytes(served, echoed) == models.answer_bytes(served, plain) + 200

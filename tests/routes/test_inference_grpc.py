@@ -28,8 +28,9 @@ from tritonclient.utils import InferenceServerException
 
 from service.errors import BodyTooLarge, ClientGone, InvalidInput, LimitExceeded, MalformedBody
 from service.inference import grpc as front
-from service.inference.models import UnknownModel
+from service.inference.models import Repository, UnknownModel
 from service.limits import Budget, Limits
+from service.routes import FAMILIES
 from service.settings import Settings
 from tests.support import (
     APPLY,
@@ -262,7 +263,8 @@ ONE = tensor("positions", np.arange(1, dtype=np.int64), "INT64")
             "RESOURCE_EXHAUSTED",
             ["answer", "PE_MAX_BODY_BYTES", "REST"],
         ),
-        (lambda s: s.get_model_repository_index(), "UNIMPLEMENTED", []),
+        # models are not loaded nor unloaded: every one is served from the start
+        (lambda s: s.load_model("rotary"), "UNIMPLEMENTED", []),
     ],
 )
 def test_errors_reach_the_client_with_code_and_message(
@@ -484,7 +486,7 @@ class Broken:
 def test_an_unexpected_failure_is_internal_logged_and_not_shown(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    servicer = front.Servicer(Broken())  # type: ignore[arg-type]
+    servicer = front.Servicer(Broken(), Repository.of(FAMILIES))  # type: ignore[arg-type]
     context = Context()
     assert asyncio.run(servicer.model_infer(b"", context)) == b""  # type: ignore[arg-type]
     assert context.code is grpc.StatusCode.INTERNAL

@@ -22,6 +22,8 @@ from tritonclient.grpc import service_pb2 as pb
 
 from service.errors import InvalidInput, Limit
 from service.inference import grpc as front
+from service.inference.models import Repository
+from service.routes import FAMILIES
 from tests.support import APPLY, NPY, free_port, npy_bytes, rss_mib, serving
 from tests.support import protobuf_field as field
 
@@ -30,6 +32,7 @@ METHOD = "/inference.GRPCInferenceService/ModelInfer"
 MiB = 1 << 20
 
 
+REPOSITORY = Repository.of(FAMILIES)
 NAMED = field(1, b"sinusoidal")  # the model: the bombs are read as its requests
 
 
@@ -154,7 +157,7 @@ def test_a_refused_message_is_kept_by_nothing() -> None:
     message.inputs.add(name="positions", datatype="NOPE", shape=[1])
     message.raw_input_contents.append(b"\0" * 8)
     with pytest.raises(InvalidInput) as caught:
-        front._parse(message.SerializeToString(), Limit(100, "PE_MAX_JSON_ELEMENTS"))
+        front._parse(REPOSITORY, message.SerializeToString(), Limit(100, "PE_MAX_JSON_ELEMENTS"))
     assert caught.value.__traceback__ is not None
     frame = caught.value.__traceback__.tb_next  # past this test's own frame
     held = []
