@@ -26,6 +26,7 @@ from service.errors import InvalidInput, InvalidParameter, ServiceError
 from service.inference import wire
 from service.limits import Limits
 from service.runtime import Runtime
+from service.schemas.rope_nd import RopeNdApplyQuery
 from service.schemas.rotary import RotaryApplyQuery
 from service.schemas.sinusoidal import ApplyQuery
 from service.text import shown
@@ -150,19 +151,26 @@ def _tensor(model: Model, request: wire.Request, name: str) -> NDArray[Any] | No
     return tensor.array
 
 
-def _applied(kernel: Callable[[Any], batches.Kernel]) -> Run:
-    """The run of an apply model: the embeddings with its kernel applied."""
+def _applied(
+    kernel: Callable[[Any], batches.Kernel],
+    offset: Callable[[Any], int] = lambda query: query.offset,
+    max_len: Callable[[Any], int | None] = lambda query: query.max_len,
+) -> Run:
+    """The run of an apply model: the embeddings with its kernel applied, the table's rows
+    from ``offset`` (of ``max_len`` rows) as the query says."""
 
     def run(
         model: Model, runtime: Runtime, request: wire.Request, json_output: bool
     ) -> list[wire.Tensor]:
         embeddings = _tensor(model, request, "embeddings")
         assert embeddings is not None
-        position_ids = _tensor(model, request, "position_ids")
+        takes_ids = any(spec.name == "position_ids" for spec in model.inputs)
+        position_ids = _tensor(model, request, "position_ids") if takes_ids else None
         query = _validated(model, request.parameters)
-        offset = query.first_row() if isinstance(query, ApplyQuery) else query.offset
         fmt: Format = "json" if json_output else "raw"
-        plan = batches.Apply("npy", fmt, False, kernel(query), query.key, offset, query.max_len)
+        plan = batches.Apply(
+            "npy", fmt, False, kernel(query), query.key, offset(query), max_len(query)
+        )
         in_place = embeddings.flags.writeable
         result = batches.apply_arrays(runtime, embeddings, position_ids, plan, in_place)
         return [wire.Tensor("embeddings", wire.NAMES[result.dtype.name], result)]
@@ -187,7 +195,7 @@ SINUSOIDAL_APPLY: Final = Model(
     (TensorSpec("embeddings", FLOATS, (-1, -1, -1)),),
     ApplyQuery,
     frozenset({"format"}),
-    _applied(lambda query: Additive(query.embedding_scale())),
+    _applied(lambda query: Additive(query.embedding_scale()), lambda query: query.first_row()),
     _batch_bytes,
 )
 ROTARY_APPLY: Final = Model(
@@ -199,7 +207,22 @@ ROTARY_APPLY: Final = Model(
     _applied(lambda query: Rotation(query.convention)),
     _batch_bytes,
 )
-APPLY: Final = (SINUSOIDAL_APPLY, ROTARY_APPLY)
+# (B, heads, L, head_dim), turned by the table of the grid's L tokens (text tokens first)
+_HEADS: Final = (TensorSpec("embeddings", FLOATS, (-1, -1, -1, -1)),)
+ROPE_ND_APPLY: Final = Model(
+    "rope-nd-apply",
+    _HEADS,
+    _HEADS,
+    RopeNdApplyQuery,
+    frozenset({"format", "shape", "dtype"}),
+    _applied(
+        lambda query: Rotation("half" if query.layout == "half" else "interleaved"),
+        lambda query: 0,
+        lambda query: query.table_key("float32").tokens,
+    ),
+    _batch_bytes,
+)
+APPLY: Final = (SINUSOIDAL_APPLY, ROTARY_APPLY, ROPE_ND_APPLY)
 # what a model of a table's rows decides from its positions: the GET's window
 _WINDOW: Final = frozenset({"max_len", "start", "stop", "dim_start", "dim_stop", "format"})
 # the datatypes of positions that need not be integers (diffusion timesteps, grid ids)

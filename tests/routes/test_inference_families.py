@@ -103,7 +103,7 @@ def test_every_family_is_a_model_with_its_config(http: httpx.Client) -> None:
     assert [entry["name"] for entry in index] == MODELS
     assert {entry["state"] for entry in index} == {"READY"}
     families = {declared.family.name for declared in FAMILIES}
-    assert families | {"sinusoidal-apply", "rotary-apply"} == set(MODELS)
+    assert families | {"sinusoidal-apply", "rotary-apply", "rope-nd-apply"} == set(MODELS)
     for name in MODELS:
         metadata = http.get(f"/v2/models/{name}").json()
         config = http.get(f"/v2/models/{name}/config").json()
@@ -398,3 +398,26 @@ def test_the_index_reads_its_optional_body(http: httpx.Client) -> None:
     error(http.post("/v2/repository/index", json={"ready": "yes"}), 400, "ready")
     error(http.post("/v2/repository/index", json={"models": []}), 400, "models")
     error(http.post("/v2/repository/index", content=b" " * 5000), 413, "4,096")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_rope_nd_apply_is_its_v1_apply(
+    http: httpx.Client, clients: dict[str, Any], protocol: str
+) -> None:
+    """rope-nd's apply endpoint is a model too: (B, heads, L, head_dim) turned by the
+    grid's table, as /v1/encodings/rope-nd/apply answers."""
+    parameters = {"preset": "flux", "grid": "2,2", "text_tokens": 1}
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 128)).astype(np.float32)
+    module = triton_http if protocol == "http" else triton_grpc
+    given = module.InferInput("embeddings", list(x.shape), "FP32")
+    given.set_data_from_numpy(x)
+    result = clients[protocol].infer("rope-nd-apply", [given], parameters=parameters)
+    buffer = io.BytesIO()
+    np.save(buffer, x)
+    response = http.post(
+        "/v1/encodings/rope-nd/apply",
+        params={**parameters, "format": "npy"},
+        content=buffer.getvalue(),
+        headers={"content-type": "application/x-npy"},
+    )
+    assert result.as_numpy("embeddings").tobytes() == npy(response).tobytes()
