@@ -4,7 +4,8 @@ parsed where the service starts (``service.preload``).
 
 :func:`from_environment` is how the process reads them: an unknown ``PE_`` variable or a
 malformed value is a :class:`SettingsError` of one line that names the variable and says
-what it takes."""
+what it takes. Where ``PE_PORT`` is not set, the platform's ``PORT`` is the port: Knative
+(KServe's Knative mode, Cloud Run) tells a container where to listen that way."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ _SIZE: Final = re.compile(r"(?P<number>\d+)\s*(?:(?P<unit>[kmgt])i)?b?", re.IGNO
 _UNITS: Final = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 BYTES_FORM: Final = "an integer, or one with KiB, MiB, GiB or TiB (64KiB, 512MiB, 2GiB)"
 WHERE: Final = "(the settings: docs/settings.md)"
+# Knative's runtime contract: the port a container must listen on (its webhook refuses a
+# PORT set by hand), taken where PE_PORT is not set
+PLATFORM_PORT: Final = "PORT"
 
 
 def parse_bytes(value: object) -> object:
@@ -157,9 +161,22 @@ def from_environment() -> Settings:
     if unknown:
         raise SettingsError("; ".join(map(_not_a_setting, unknown)) + " " + WHERE)
     try:
-        return Settings()
+        return Settings(**platform_settings(os.environ))
     except ValidationError as exc:
         raise SettingsError(describe(exc, os.environ)) from None
+
+
+def platform_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings a platform gives in its own variables: ``PORT`` as the port, unless
+    ``PE_PORT`` (in any case, as pydantic-settings reads it) says otherwise."""
+    if PLATFORM_PORT in environ and "PE_PORT" not in {name.upper() for name in environ}:
+        return {"port": environ[PLATFORM_PORT]}
+    return {}
+
+
+def variable(name: str, environ: Mapping[str, str]) -> str:
+    """The environment variable that set setting ``name``: ``PE_<NAME>``, or ``PORT``."""
+    return PLATFORM_PORT if name in platform_settings(environ) else f"PE_{name.upper()}"
 
 
 def unknown_names(environ: Mapping[str, str]) -> list[str]:
@@ -187,12 +204,13 @@ def describe(error: ValidationError, environ: Mapping[str, str]) -> str:
         if field is None:  # not a field's: a validator's words
             problems.append(" ".join(item["msg"].removeprefix("Value error, ").split()))
             continue
-        value = repr(given.get(f"PE_{name.upper()}", item["input"]))
+        source = variable(name, environ)
+        value = repr(given.get(source, item["input"]))
         value = value if len(value) <= 80 else value[:77] + "..."
         takes = accepted(name)
         if takes is None:  # a validator's own words say what it takes
             takes = item["msg"].removeprefix("Value error, ")
-        problems.append(f"PE_{name.upper()}={value} is not valid: {' '.join(takes.split())}")
+        problems.append(f"{source}={value} is not valid: {' '.join(takes.split())}")
     return "; ".join(problems)
 
 

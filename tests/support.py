@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -126,6 +127,17 @@ def modules_of_a_started_app() -> frozenset[str]:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, check=True
     )
     return frozenset(out.stdout.split())
+
+
+def renderers() -> list[list[str]]:
+    """The commands that render a kustomization here (deploy/kubernetes, deploy/kserve):
+    ``kustomize build``, ``kubectl kustomize`` (kustomize built in)."""
+    found = []
+    if kustomize := shutil.which("kustomize"):
+        found.append([kustomize, "build"])
+    if kubectl := shutil.which("kubectl"):
+        found.append([kubectl, "kustomize"])
+    return found
 
 
 def openapi_document() -> dict[str, Any]:

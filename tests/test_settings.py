@@ -194,3 +194,31 @@ def test_the_torch_engine_without_torch_stops_start_up(monkeypatch: pytest.Monke
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("PE_LIBRARY_ENGINE='torch' is not valid: torch is not installed")
+
+
+def test_the_platforms_port_is_the_port_where_pe_port_is_not_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Knative gives a container its port as PORT (KServe's Knative mode): the image then
+    listens there with no setting of ours."""
+    monkeypatch.delenv("PE_PORT", raising=False)
+    monkeypatch.setenv("PORT", "8080")
+    assert from_environment().port == 8080
+    monkeypatch.delenv("PORT")
+    assert from_environment().port == 8000
+
+
+@pytest.mark.parametrize("name", ["PE_PORT", "pe_port"])
+def test_pe_port_wins_over_the_platforms_port(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PE_PORT", raising=False)
+    monkeypatch.setenv("PORT", "8080")
+    monkeypatch.setenv(name, "9123")
+    assert from_environment().port == 9123
+
+
+def test_a_malformed_platform_port_is_named_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PE_PORT", raising=False)
+    monkeypatch.setenv("PORT", "80a")
+    with pytest.raises(SettingsError) as caught:
+        from_environment()
+    assert str(caught.value) == "PORT='80a' is not valid: an integer from 0 to 65535"

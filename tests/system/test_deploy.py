@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 NGINX_TEMPLATE = ROOT / "deploy" / "nginx" / "nginx.conf.template"
+OVERLAY = ROOT / "deploy" / "kubernetes" / "overlays" / "proxy-cache"
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -67,11 +68,13 @@ def compose() -> dict[str, Any]:
     return document
 
 
-def test_compose_runs_the_service_on_port_8000(compose: dict[str, Any]) -> None:
+def test_compose_runs_the_service_on_port_8000_and_grpc_on_8081(compose: dict[str, Any]) -> None:
     service = compose["services"]["pe"]
     assert "profiles" not in service  # `docker compose up` starts it
     assert service["build"] == "."
-    assert service["ports"] == ["8000:8000"]
+    environment = service["environment"]
+    assert (environment["PE_PORT"], environment["PE_GRPC_PORT"]) == ("8000", "8081")
+    assert service["ports"] == ["8000:8000", "8081:8081"]
     assert service["restart"] == "unless-stopped"
     assert "/healthz" in " ".join(service["healthcheck"]["test"])
 
@@ -83,6 +86,11 @@ def test_the_compose_health_check_follows_pe_port(compose: dict[str, Any]) -> No
         port = url.rsplit(":", 1)[1]
         probe = subprocess.run(
             [sys.executable, "-c", check[3]], env={"PE_PORT": port}, capture_output=True
+        )
+        assert probe.returncode == 0, probe.stderr
+        # where PE_PORT is not set, the service listens on PORT (Knative's), and so looks
+        probe = subprocess.run(
+            [sys.executable, "-c", check[3]], env={"PORT": port}, capture_output=True
         )
         assert probe.returncode == 0, probe.stderr
     dead = subprocess.run(
@@ -99,9 +107,14 @@ def test_compose_settings_are_real_settings(compose: dict[str, Any]) -> None:
     Settings.model_validate({k.removeprefix("PE_").lower(): v for k, v in environment.items()})
 
 
-def test_the_scale_profile_puts_nginx_in_front_of_replicas(compose: dict[str, Any]) -> None:
-    replica, proxy = compose["services"]["replica"], compose["services"]["proxy"]
-    assert replica["profiles"] == proxy["profiles"] == ["scale"]
+def test_nginx_is_in_front_of_the_service_and_of_the_replicas(compose: dict[str, Any]) -> None:
+    """`docker compose up` starts nginx too; the scale profile adds replicas behind it. nginx
+    reaches every copy of the service by a name they share."""
+    services = compose["services"]
+    service, replica, proxy = services["pe"], services["replica"], services["proxy"]
+    assert "profiles" not in proxy
+    assert proxy["ports"] == ["8080:8080"]
+    assert replica["profiles"] == ["scale"]
     assert replica["deploy"]["replicas"] >= 2
     source, target = proxy["volumes"][0].split(":")[:2]
     assert (ROOT / source).resolve() == NGINX_TEMPLATE
@@ -109,7 +122,36 @@ def test_the_scale_profile_puts_nginx_in_front_of_replicas(compose: dict[str, An
     template = (ROOT / source).read_text()
     placeholders = set(re.findall(r"\$\{(\w+)\}", template))
     assert placeholders == set(proxy["environment"])
-    assert "replica:8000" in proxy["environment"]["NGINX_UPSTREAMS"]
+    [alias] = service["networks"]["default"]["aliases"]
+    assert replica["networks"] == service["networks"]
+    upstreams = proxy["environment"]["NGINX_UPSTREAMS"]
+    assert re.fullmatch(rf"server {alias}:{service['environment']['PE_PORT']} [^;]*;", upstreams)
+    # nginx resolves the name once, at its start: after every copy is up
+    assert proxy["depends_on"]["pe"] == {"condition": "service_healthy"}
+    assert proxy["depends_on"]["replica"] == {"condition": "service_healthy", "required": False}
+
+
+def test_compose_locks_the_containers_down_as_kubernetes_does(compose: dict[str, Any]) -> None:
+    """The same nginx image as deploy/kubernetes's overlay, and, for it and the service, a
+    read-only root filesystem with what they write on tmpfs or volumes: the overlay's
+    emptyDirs."""
+    overlay = yaml.safe_load_all((OVERLAY / "proxy.yaml").read_text())
+    [nginx] = next(m for m in overlay if m["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    proxy, service = compose["services"]["proxy"], compose["services"]["pe"]
+    assert proxy["image"] == nginx["image"]
+    for container in (proxy, service):
+        assert container["read_only"] is True
+        assert container["cap_drop"] == ["ALL"]
+        assert container["security_opt"] == ["no-new-privileges:true"]
+    written = set(proxy["tmpfs"]) | {v.split(":")[-1] for v in proxy["volumes"][1:]}
+    assert written == {m["mountPath"] for m in nginx["volumeMounts"]} - {"/etc/nginx/templates"}
+    cache = proxy["environment"]["NGINX_CACHE_PATH"]
+    assert any(cache.startswith(path + "/") for path in written)
+    mplconfig = re.search(r"MPLCONFIGDIR=(\S+)", (ROOT / "Dockerfile").read_text())
+    assert mplconfig is not None
+    assert set(service["tmpfs"]) == {mplconfig[1], "/tmp"}
 
 
 def test_nginx_takes_its_body_limit_from_the_replicas_setting(compose: dict[str, Any]) -> None:
@@ -128,9 +170,27 @@ def test_the_image_runs_the_console_script_as_a_non_root_user() -> None:
     steps = dict(dockerfile_instructions()[::-1])  # the last of each instruction wins
     assert json.loads(steps["CMD"]) == ["pe-service"]
     assert steps["USER"] not in ("root", "0")
-    assert steps["EXPOSE"] == "8000"
+    assert steps["EXPOSE"] == "8000 8081"
+    env = dict(re.findall(r"(\w+)=(\S+)", steps["ENV"]))
+    assert env["PE_GRPC_PORT"] == "8081"
+    assert "PE_PORT" not in env  # else Knative's PORT would never be the port
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["pe-service"] == "service.__main__:main"  # what `python -m service` runs
+
+
+def test_the_image_has_the_grpc_extra_built_and_installed() -> None:
+    """The same extras in both stages, grpc among them: the image serves gRPC."""
+    extras = [
+        re.findall(r'\[([a-z,]+)\]"', args)
+        for kind, args in dockerfile_instructions()
+        if kind == "RUN" and "pip " in args
+    ]
+    assert len(extras) == 2
+    [built], [installed] = extras
+    assert built == installed
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert set(built.split(",")) <= declared["optional-dependencies"].keys()
+    assert "grpc" in built.split(",")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ import yaml
 from service.__main__ import checked_settings
 from service.app import create_app
 from service.settings import SETTINGS, MiB, Settings
-from tests.support import ROOT, in_process
+from tests.support import ROOT, in_process, renderers
 
 pytestmark = pytest.mark.slow
 
@@ -42,17 +41,6 @@ VALIDATE: Final = Path(sys.executable).parent / "kubernetes-validate"
 BASELINE: Final = 384 * MiB
 
 Manifest = dict[str, Any]
-
-
-def renderers() -> list[list[str]]:
-    """The commands that render a kustomization here: ``kustomize build``, ``kubectl
-    kustomize`` (kustomize built in)."""
-    found = []
-    if kustomize := shutil.which("kustomize"):
-        found.append([kustomize, "build"])
-    if kubectl := shutil.which("kubectl"):
-        found.append([kubectl, "kustomize"])
-    return found
 
 
 def render(command: list[str], directory: Path) -> str:
