@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Final
 
 import jsonschema
@@ -28,14 +27,21 @@ import yaml
 
 from service.__main__ import checked_settings
 from service.settings import SETTINGS
-from tests.support import ROOT, openapi_document, renderers
+from tests.support import (
+    KSERVE_REFERENCE_VARIABLE,
+    KSERVE_RELEASE,
+    ROOT,
+    kserve_reference,
+    openapi_document,
+    renderers,
+)
 
 KSERVE: Final = ROOT / "deploy" / "kserve"
 KUBERNETES: Final = ROOT / "deploy" / "kubernetes" / "base"
 
 # The KServe release the manifests are checked against: its CRDs, by file and sha256.
-RELEASE: Final = "v0.20.0"
-REFERENCE_VARIABLE: Final = "PE_KSERVE_REFERENCE"
+RELEASE: Final = KSERVE_RELEASE
+REFERENCE_VARIABLE: Final = KSERVE_REFERENCE_VARIABLE
 CRDS: Final = {
     "ClusterServingRuntime": (
         "serving.kserve.io_clusterservingruntimes.yaml",
@@ -366,13 +372,6 @@ def test_kustomize_renders_the_manifests_with_the_image_of_this_version() -> Non
 # --- KServe's CRDs -----------------------------------------------------------------------
 
 
-def reference() -> Path:
-    """Where the pinned CRDs are: ``$PE_KSERVE_REFERENCE``, else the steering repository's
-    shared/reference/kserve/<release>, beside this repository."""
-    given = os.environ.get(REFERENCE_VARIABLE)
-    return Path(given) if given else ROOT.parent / "shared" / "reference" / "kserve" / RELEASE
-
-
 def strict(schema: Any) -> Any:
     """``schema`` with ``additionalProperties: false`` on every object of known properties
     that allows no other (not a map's ``additionalProperties``, not
@@ -396,7 +395,7 @@ def strict(schema: Any) -> Any:
 def validators() -> dict[str, jsonschema.Draft7Validator]:
     """A strict validator of each kind, from the pinned CRD's ``openAPIV3Schema`` of the
     manifest's version."""
-    folder = reference()
+    folder = kserve_reference()
     missing = [name for name, _ in CRDS.values() if not (folder / name).is_file()]
     if missing:
         pytest.skip(

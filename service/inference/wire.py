@@ -278,9 +278,10 @@ def encode(
         else:
             entry["data"] = tensor.array.ravel().tolist()
         described.append(entry)
-    answer: dict[str, Any] = {"model_name": model, "model_version": version, "outputs": described}
-    if request_id is not None:
-        answer["id"] = request_id
+    # the request's id, or "" where it had none: KServe's own data model of the answer
+    # requires one (as gRPC's message always has one)
+    answer: dict[str, Any] = {"model_name": model, "model_version": version, "id": request_id or ""}
+    answer["outputs"] = described
     header = orjson.dumps(answer)
     if not binary:
         return {"content-type": "application/json"}, header

@@ -139,6 +139,8 @@ def router(repository: models.Repository) -> APIRouter:
     routes = APIRouter(prefix="/v2", tags=["inference"])
 
     @routes.get("", operation_id="getInferenceServer", summary="The server and its extensions.")
+    # as the protocol's published document names it (no redirect for a client to follow)
+    @routes.get("/", include_in_schema=False)
     async def server() -> dict[str, Any]:
         """The server's name and version, and the protocol extensions it speaks."""
         return {**models.SERVER, "extensions": models.EXTENSIONS}

@@ -406,7 +406,7 @@ def test_rope_nd_apply_is_its_v1_apply(
 ) -> None:
     """rope-nd's apply endpoint is a model too: (B, heads, L, head_dim) turned by the
     grid's table, as /v1/encodings/rope-nd/apply answers."""
-    parameters = {"preset": "flux", "grid": "2,2", "text_tokens": 1}
+    parameters: dict[str, Any] = {"preset": "flux", "grid": "2,2", "text_tokens": 1}
     x = np.random.default_rng(0).standard_normal((1, 2, 5, 128)).astype(np.float32)
     module = triton_http if protocol == "http" else triton_grpc
     given = module.InferInput("embeddings", list(x.shape), "FP32")
