@@ -199,7 +199,14 @@ ABOVE: Final = {
     **dict.fromkeys(
         ("service/handlers.py", "service/batches.py", "service/ids.py", "service/preload.py"), HTTP
     ),
-    "service/inference/": ("service.middleware", "service.server", "service.routes", "service.app"),
+    # the protocol's models are made from the declarations the app gives it
+    "service/inference/": (
+        "service.web",
+        "service.middleware",
+        "service.server",
+        "service.routes",
+        "service.app",
+    ),
     "service/schemas/": ("service.web", "service.middleware", "service.server", "service.routes"),
 }
 

@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,7 +20,7 @@ from service import __version__, batches, handlers, ids
 from service.codecs.types import Format, Headers
 from service.encodings import registry
 from service.encodings.additive import Additive
-from service.encodings.registry import Key
+from service.encodings.registry import Family, Key, Rows
 from service.encodings.rotation import Rotation
 from service.errors import InvalidInput, InvalidParameter, ServiceError
 from service.inference import wire
@@ -30,13 +30,49 @@ from service.schemas.rope_nd import RopeNdApplyQuery
 from service.schemas.rotary import RotaryApplyQuery
 from service.schemas.sinusoidal import ApplyQuery
 from service.text import shown
-from service.web.declared import Declared
 
 SERVER: Final = {"name": "positional-encodings", "version": __version__}
 EXTENSIONS: Final = ["binary_tensor_data"]
 VERSION: Final = "1"
 FLOATS: Final = ("FP32", "FP16", "FP64")
 INTEGERS: Final = ("INT64", "INT32")
+
+
+class Positions(Protocol):
+    """What a model reads of a family's posted positions (``web.declared.Positions``)."""
+
+    @property
+    def axes(self) -> Callable[[Any], int]: ...
+    @property
+    def integers(self) -> bool: ...
+    @property
+    def at(self) -> Callable[[Any, Any], Rows] | None: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+
+class Declared(Protocol):
+    """What a model reads of a family's declaration (``web.declared.Declared``, which the
+    app gives: the protocol is below the HTTP toolkit, and imports none of it)."""
+
+    @property
+    def family(self) -> Family[Any]: ...
+    @property
+    def query(self) -> type[BaseModel]: ...
+    @property
+    def key(self) -> Callable[[Any], Any]: ...
+    @property
+    def block(self) -> Callable[[Any, Any], handlers.Block]: ...
+    @property
+    def check(self) -> Callable[[Any, Limits, Format], None] | None: ...
+    @property
+    def positions(self) -> Positions | None: ...
+    @property
+    def width_name(self) -> str: ...
+    @property
+    def shape(self) -> str: ...
+    @property
+    def output(self) -> str: ...
 
 
 class UnknownModel(ServiceError):
@@ -229,7 +265,7 @@ _WINDOW: Final = frozenset({"max_len", "start", "stop", "dim_start", "dim_stop",
 _REALS: Final = ("FP32", "FP64", "INT64", "INT32")
 
 
-def of_family(declared: Declared[Any, Any]) -> Model:
+def of_family(declared: Declared) -> Model:
     """The model of a declared family, named as the family: rows at the ``positions``
     input (integers, or any finite numbers where the family takes them; ``[n_axes, L]``
     where its ids have several axes) for a cached table, each of its named arrays an
@@ -271,9 +307,7 @@ class _Read:
     last: int
 
 
-def _read(
-    declared: Declared[Any, Any], model: Model, request: wire.Request, limits: Limits | None
-) -> _Read:
+def _read(declared: Declared, model: Model, request: wire.Request, limits: Limits | None) -> _Read:
     """The positions checked (non-negative integers, or finite numbers, the largest within
     ``limits``; shaped for the key's axes) and the parameters validated with the
     ``max_len`` they reach."""
@@ -305,7 +339,7 @@ def _read(
     return _Read(query, key, positions, axes, positions.size // axes, last)
 
 
-def _rows(declared: Declared[Any, Any]) -> Run:
+def _rows(declared: Declared) -> Run:
     """The run of a rows model: one row per position, each named array an output."""
     spec = declared.positions
     integers = spec is None or spec.integers
@@ -332,12 +366,12 @@ def _rows(declared: Declared[Any, Any]) -> Run:
     return run
 
 
-def family_names(declared: Declared[Any, Any]) -> tuple[str, ...]:
+def family_names(declared: Declared) -> tuple[str, ...]:
     """The names of a family's outputs: its row's named arrays, or its one."""
     return declared.family.arrays or (declared.output,)
 
 
-def _sized(declared: Declared[Any, Any]) -> Callable[[Model, wire.Request], int]:
+def _sized(declared: Declared) -> Callable[[Model, wire.Request], int]:
     """The bytes of a family model's answer: its rows' at the positions, or its block's."""
 
     def size(model: Model, request: wire.Request) -> int:
@@ -354,7 +388,7 @@ def _sized(declared: Declared[Any, Any]) -> Callable[[Model, wire.Request], int]
     return size
 
 
-def _block(declared: Declared[Any, Any]) -> Run:
+def _block(declared: Declared) -> Run:
     """The run of a model computed per request: the block its parameters name, checked as
     its ``GET`` checks it."""
 
@@ -486,7 +520,7 @@ class Repository:
     statistics: dict[str, Statistics] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, served: Sequence[Declared[Any, Any]]) -> Repository:
+    def of(cls, served: Sequence[Declared]) -> Repository:
         """The models of the ``served`` families, and the apply models."""
         found: dict[str, Model] = {}
         for each in [*map(of_family, served), *APPLY]:
