@@ -21,6 +21,7 @@ from service.inference.models import Repository
 from service.routes import FAMILIES
 from service.settings import Settings
 from tests import seam
+from tests.routes.test_inference_schema import REQUESTS
 from tests.support import WAIT, free_port, in_process, serving
 
 MODELS = list(Repository.of(FAMILIES).models)
@@ -421,3 +422,18 @@ def test_rope_nd_apply_is_its_v1_apply(
         headers={"content-type": "application/x-npy"},
     )
     assert result.as_numpy("embeddings").tobytes() == npy(response).tobytes()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_model_refuses_what_it_does_not_take(http: httpx.Client, model: str) -> None:
+    """An unknown parameter, an unknown input and an unknown output: 400s that name them,
+    in the protocol's shape; an unknown version: 404."""
+    path, good = f"/v2/models/{model}/infer", REQUESTS[model]
+    assert http.post(path, json=good).status_code == 200
+    body = {**good, "parameters": {**good.get("parameters", {}), "nope": 1}}
+    error(http.post(path, json=body), 400, "nope", "not a parameter")
+    stray = {**good, "inputs": [*good["inputs"], positions([1]) | {"name": "stray"}]}
+    error(http.post(path, json=stray), 400, "stray", "not an input")
+    asked = {**good, "outputs": [{"name": "elsewhere"}]}
+    error(http.post(path, json=asked), 400, "elsewhere", "not an output")
+    error(http.post(f"/v2/models/{model}/versions/2/infer", json=good), 404, "version")
