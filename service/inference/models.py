@@ -1,8 +1,11 @@
-"""The models served over the Open Inference Protocol, transport-free: each one's metadata
-and its run on a parsed request. The parameters are the v1 endpoints' own query models, so
-a model takes the same names, defaults and checks as the endpoint it mirrors; the work is
-the shared pipelines' (``handlers``). A gRPC front would parse its messages into the same
-:class:`wire.Request` and call :func:`infer_parsed`."""
+"""The models served over the Open Inference Protocol, transport-free: one a family the app
+serves, made from its declaration (:func:`of_family`: its rows at posted positions, or its
+block), and the apply models; each one's metadata, configuration and run on a parsed
+request, and an app's :class:`Repository` of them with what each has answered. The
+parameters are the v1 endpoints' own query models, so a model takes the same names,
+defaults and checks as the endpoint it mirrors; the work is the shared pipelines'
+(``ids``, ``batches``, ``handlers``). The REST and gRPC fronts parse their messages into
+the same :class:`wire.Request` and call :func:`infer_parsed`."""
 
 from __future__ import annotations
 
