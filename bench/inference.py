@@ -34,7 +34,7 @@ import orjson
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton
 
-from tests.support import free_port, running
+from tests.support import LLAMA_31, free_port, running
 
 SHAPE = (32, 256, 512)
 APPLY = "/v1/encodings/sinusoidal/apply"
@@ -61,15 +61,6 @@ def main(runs: int) -> None:
         tensor.set_data_from_numpy(x, binary_data=True)
         wanted = [triton.InferRequestedOutput("embeddings", binary_data=True)]
 
-        def timed(call: Callable[[], int]) -> Callable[[], float]:
-            def step() -> float:
-                start = time.perf_counter()
-                received = call()
-                assert received == x.nbytes, received
-                return time.perf_counter() - start
-
-            return step
-
         def rest() -> int:
             headers = {"content-type": "application/x-npy", "accept": "application/x-npy"}
             response = http.post(APPLY, content=npy, headers=headers).raise_for_status()
@@ -84,41 +75,12 @@ def main(runs: int) -> None:
             result = protocol.infer("sinusoidal-apply", [tensor], outputs=wanted)
             return int(result.as_numpy("embeddings").nbytes)
 
-        steps = {
-            "rest .npy": timed(rest),
-            "v2 binary": timed(binary),
-            "tritonclient": timed(client),
-        }
-        for step in steps.values():
-            step()  # warm-up
-        times: dict[str, list[float]] = {name: [] for name in steps}
-        for _ in range(runs):
-            for name, step in steps.items():
-                times[name].append(step())
-        moved = 2 * x.nbytes
-        print(f"batch {SHAPE} float32 ({x.nbytes / 2**20:.0f} MiB); {runs} requests each")
-        rates = {}
-        for name, spent in times.items():
-            mean = statistics.fmean(spent)
-            rates[name] = moved / mean / 1e6
-            print(
-                f"{name:<13} {rates[name]:7.1f} MB/s in+out  {1 / mean:5.2f} req/s  "
-                f"p50 {statistics.median(spent) * 1e3:7.1f} ms"
-            )
-        for name in ("v2 binary", "tritonclient"):
-            print(f"ratio {name} / rest .npy: {rates[name] / rates['rest .npy']:.2f}")
+        steps = {"rest .npy": rest, "v2 binary": binary, "tritonclient": client}
+        what = f"batch {SHAPE} float32, in and out"
+        _race(steps, runs, x.nbytes, what, moved=2 * x.nbytes)
         protocol.close()
 
 
-LLAMA_31: Final[dict[str, Any]] = {
-    "head_dim": 128,
-    "base": 500000.0,
-    "scaling": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 ROWS: Final = 8192
 
 
@@ -190,9 +152,13 @@ def rotary(runs: int) -> None:
         over_grpc.close()
 
 
-def _race(steps: dict[str, Callable[[], int]], runs: int, size: int, what: str) -> None:
-    """Each step in turn, ``runs`` times after a warm-up; MB/s of ``size`` bytes a step,
-    and each one's ratio to the first."""
+def _race(
+    steps: dict[str, Callable[[], int]], runs: int, size: int, what: str, moved: int = 0
+) -> None:
+    """Each step in turn, ``runs`` times after a warm-up, each answering ``size`` bytes of
+    tensors; MB/s of ``moved`` bytes a step (default ``size``), and each one's ratio to the
+    first."""
+    moved = moved or size
     for step in steps.values():
         assert step() == size  # warm-up
     times: dict[str, list[float]] = {name: [] for name in steps}
@@ -201,11 +167,11 @@ def _race(steps: dict[str, Callable[[], int]], runs: int, size: int, what: str) 
             start = time.perf_counter()
             assert step() == size
             times[name].append(time.perf_counter() - start)
-    print(f"{what} ({size / 2**20:.0f} MiB); {runs} requests each")
+    print(f"{what} ({moved / 2**20:.0f} MiB); {runs} requests each")
     rates = {}
     for name, spent in times.items():
         mean = statistics.fmean(spent)
-        rates[name] = size / mean / 1e6
+        rates[name] = moved / mean / 1e6
         print(
             f"{name:<18} {rates[name]:7.1f} MB/s  {1 / mean:6.2f} req/s  "
             f"p50 {statistics.median(spent) * 1e3:7.1f} ms"

@@ -249,6 +249,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Llama 3.1's RoPE as GET /v1/encodings/rotary takes it (its config.json's rope_scaling)
+LLAMA_31: Final[dict[str, Any]] = {
+    "head_dim": 128,
+    "base": 500000.0,
+    "scaling": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+
+
 # The KServe release whose published files (CRDs, the protocol's rest_predict_v2.yaml) the
 # tests check against; fetched files are not kept in this repository: the steering
 # repository's shared/reference/kserve/<release> holds them, or $PE_KSERVE_REFERENCE names

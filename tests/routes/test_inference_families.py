@@ -22,18 +22,9 @@ from service.routes import FAMILIES
 from service.settings import Settings
 from tests import seam
 from tests.routes.test_inference_schema import REQUESTS
-from tests.support import WAIT, free_port, in_process, serving
+from tests.support import LLAMA_31, WAIT, free_port, in_process, serving
 
 MODELS = list(Repository.of(FAMILIES).models)
-LLAMA_31 = {
-    "head_dim": 128,
-    "base": 500000.0,
-    "scaling": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 
 
 @pytest.fixture(scope="module")
