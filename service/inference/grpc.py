@@ -18,11 +18,12 @@ from typing import Any, Final, TypeVar
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from tritonclient.grpc import model_config_pb2
 from tritonclient.grpc import service_pb2 as pb
 
 from service import handlers
-from service.errors import Limit, LimitExceeded, ServiceError
+from service.errors import InvalidInput, Limit, LimitExceeded, ServiceError
 from service.inference import grpc_bounds, grpc_wire, models, wire
 from service.limits import reserving
 from service.runtime import Runtime
@@ -30,6 +31,9 @@ from service.runtime import Runtime
 SERVICE: Final = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 # a message's names, shapes and parameters, beside its tensors' PE_MAX_BODY_BYTES
 HEADER_BYTES: Final = 64 << 10
+# the messages of the methods but ModelInfer: a model's name and version, a repository's
+# name; read on the event loop, so refused past this many bytes before protobuf reads them
+SMALL_BYTES: Final = 64 << 10
 MIN_CALLS: Final = 8
 _INT32_MAX: Final = (1 << 31) - 1
 # the service's errors by status, as gRPC codes; a limit's is RESOURCE_EXHAUSTED, as is
@@ -133,10 +137,21 @@ class Servicer:
         return await _answer(context, config(), pb.ModelConfigResponse())
 
     async def repository_index(self, request: Any, context: Context) -> Any:
-        index = self.repository.index(self.runtime.ready)
-        return pb.RepositoryIndexResponse(
-            models=[pb.RepositoryIndexResponse.ModelIndex(**entry) for entry in index]
-        )
+        """Every model (only those ready, with ``ready``), as the REST index: a
+        ``repository_name`` other than ``""`` is refused (the service has one)."""
+
+        async def index() -> Any:
+            if request.repository_name:
+                raise InvalidInput(
+                    "repository_name", "must be empty: the service has one repository"
+                )
+            entries = self.repository.index(self.runtime.ready)
+            kept = [entry for entry in entries if entry["state"] == "READY" or not request.ready]
+            return pb.RepositoryIndexResponse(
+                models=[pb.RepositoryIndexResponse.ModelIndex(**entry) for entry in kept]
+            )
+
+        return await _answer(context, index(), pb.RepositoryIndexResponse())
 
     async def model_statistics(self, request: Any, context: Context) -> Any:
         """A model's statistics (every model's, for no name): the REST answer's document."""
@@ -180,7 +195,8 @@ class Servicer:
             large = answer > handlers.LARGE_ANSWER_BYTES
             # a large answer takes one of the permits until its message is written
             async with handlers.permit(runtime, large):
-                return await runtime.compute(elements, _run, runtime, served, parsed)
+                work = models.work(len(message), answer)  # the answer's lane
+                return await runtime.compute(work, _run, runtime, served, parsed)
 
 
 def _parse(
@@ -218,10 +234,28 @@ def _handler(servicer: Servicer) -> grpc.GenericRpcHandler:
 
     def method(behaviour: Callable[..., Any], name: str) -> grpc.RpcMethodHandler[Any, Any]:
         request, response = getattr(pb, name + "Request"), getattr(pb, name + "Response")
+
+        async def bounded(message: bytes, context: Context) -> Any:
+            # gRPC takes any message up to PE_MAX_BODY_BYTES, and a deserializer would
+            # read it on the event loop: 8 calls at once with a 64 MiB name held 1.2 GB
+            # and kept every other call waiting 1.9 s
+            if len(message) > SMALL_BYTES:
+                context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+                context.set_details(
+                    f"the {name}Request's {len(message):,} bytes are over the limit of "
+                    f"{SMALL_BYTES:,} (a model's name and version)"
+                )
+                return response()
+            try:
+                read = request.FromString(message)
+            except DecodeError:
+                context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
+                context.set_details(f"the message is not a {name}Request")
+                return response()
+            return await behaviour(read, context)
+
         return grpc.unary_unary_rpc_method_handler(
-            behaviour,
-            request_deserializer=request.FromString,
-            response_serializer=response.SerializeToString,
+            bounded, response_serializer=response.SerializeToString
         )
 
     return grpc.method_handlers_generic_handler(

@@ -334,6 +334,13 @@ def _read(declared: Declared, model: Model, request: wire.Request, limits: Limit
     given = {"max_len": last + 1} if "max_len" in model.fixed else {}
     query = _validated(model, request.parameters, **given)
     key = declared.key(query)
+    if integers and "max_len" not in model.fixed:
+        # rows of a table whose rows its key decides (a grid's tokens): the GET's stop
+        rows = declared.block(query, key).max_len
+        if last >= rows:
+            raise InvalidInput(
+                "positions", f"must be below the table's {rows:,} rows, not {last:,}"
+            )
     axes = 1 if spec is None else spec.axes(key)
     wanted = ("-1",) if axes == 1 else (str(axes), "-1")
     if positions.ndim != len(wanted) or (axes > 1 and positions.shape[0] != axes):
@@ -460,6 +467,15 @@ def answer_bytes(served: Model, request: wire.Request) -> int:
     # the id is echoed as it came (at most wire.MAX_ID_BYTES, once the wire has checked it)
     echoed = 0 if request.id is None else len(request.id.encode("utf-8", "surrogatepass"))
     return echoed + served.size(served, request)
+
+
+def work(message_bytes: int, answer: int) -> int:
+    """The numbers a run works on, for its lane (``Runtime.compute``): about four bytes a
+    number, of the message or of its answer (:func:`answer_bytes`), whichever is larger. A
+    request of a few bytes may ask for PE_MAX_ELEMENTS numbers (ALiBi's block, rows of a
+    wide table): counted by its message alone, it took the quick lane, and small requests
+    waited seconds behind it."""
+    return max(message_bytes, answer) // 4
 
 
 def infer(runtime: Runtime, served: Model, request: wire.Request) -> tuple[Headers, memoryview]:

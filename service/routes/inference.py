@@ -324,7 +324,8 @@ async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) ->
         )
 
         async def encode(fmt: Literal["json", "raw"], gzip: bool) -> tuple[Headers, memoryview]:
-            return await runtime.compute(elements, models.infer, runtime, served, parsed)
+            work = models.work(len(body), size)  # in the answer's lane, not the body's
+            return await runtime.compute(work, models.infer, runtime, served, parsed)
 
         # the protocol's answer is not negotiated: JSON, or JSON followed by its tensors'
         # data in binary where the request asks (typed as raw bytes are); nothing kept,

@@ -7,18 +7,23 @@ statistics; and a stub family registered by a test is a model too, over REST and
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import grpc
 import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from service.app import create_app
+from service.inference import grpc as grpc_service
+from service.inference import models
 from service.inference.models import Repository
 from service.routes import FAMILIES
+from service.runtime import QUICK_ELEMENTS, Runtime
 from service.settings import Settings
 from tests import seam
 from tests.routes.test_inference_schema import REQUESTS
@@ -299,6 +304,20 @@ def positions(values: list[Any], datatype: str = "INT64", shape: list[int] | Non
             {"inputs": [positions([1])], "parameters": {"floor_scale": "x"}},
             ["floor_scale"],
         ),
+        # a grid's table has its tokens' rows, no more (its GET's stop is refused past them)
+        (
+            "sincos-2d",
+            {"inputs": [positions([3, 4])], "parameters": {"height": 2, "width": 2, "dim": 8}},
+            ["positions", "below the table's 4 rows"],
+        ),
+        (
+            "sincos-3d",
+            {
+                "inputs": [positions([2**31 - 1])],
+                "parameters": {"frames": 1, "height": 1, "width": 1, "dim": 16},
+            },
+            ["positions", "below the table's 1 rows"],
+        ),
     ],
 )
 def test_bad_input_is_the_protocol_s_error(
@@ -428,3 +447,67 @@ def test_every_model_refuses_what_it_does_not_take(http: httpx.Client, model: st
     asked = {**good, "outputs": [{"name": "elsewhere"}]}
     error(http.post(path, json=asked), 400, "elsewhere", "not an output")
     error(http.post(f"/v2/models/{model}/versions/2/infer", json=good), 404, "version")
+
+
+def test_a_large_answer_of_a_small_request_is_computed_in_the_cpu_lane(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request of a few hundred bytes may ask for PE_MAX_ELEMENTS numbers (ALiBi's block):
+    its run takes the lane of its answer's numbers, not of its message's bytes, over REST
+    and gRPC (in the quick lane, two such runs kept every small request waiting seconds)."""
+    lanes: list[int] = []
+    compute = Runtime.compute
+
+    async def recording(self: Runtime, elements: int, work: Any, *args: Any) -> Any:
+        if work in (models.infer, grpc_service._run):
+            lanes.append(elements)
+        return await compute(self, elements, work, *args)
+
+    monkeypatch.setattr(Runtime, "compute", recording)
+    parameters = {"num_heads": 16, "max_len": 256, "key_len": 256, "form": "symmetric"}
+    port = free_port()
+    with in_process(create_app(Settings(grpc_port=port))) as http:
+        body = {"inputs": [], "parameters": {**parameters, "binary_data_output": True}}
+        assert http.post("/v2/models/alibi/infer", json=body).status_code == 200
+        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{port}")
+        try:
+            got = infer(client, "grpc", "alibi", None, parameters, ["bias"])
+        finally:
+            client.close()
+    assert got["bias"].size == 16 * 256 * 256
+    assert len(lanes) == 2
+    assert all(elements > QUICK_ELEMENTS for elements in lanes), lanes
+
+
+def test_grpc_s_small_methods_refuse_large_messages_and_read_the_index_request() -> None:
+    """ModelConfig, ModelStatistics, RepositoryIndex and the others read a name or two:
+    a message past a few KiB is refused before protobuf reads it (on the event loop); the
+    index refuses a repository's name and filters by ``ready``, as the REST index does."""
+    port = free_port()
+    with in_process(create_app(Settings(grpc_port=port))):
+        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{port}")
+        try:
+            long = "a" * ((64 << 10) + 1)  # past grpc_service.SMALL_BYTES
+            calls: list[Callable[[], Any]] = [
+                lambda: client.get_model_config(long),
+                lambda: client.get_inference_statistics(long),
+                lambda: client.get_model_metadata("rotary", model_version=long),
+            ]
+            for call in calls:
+                with pytest.raises(triton_grpc.InferenceServerException) as caught:
+                    call()
+                assert caught.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
+                assert "65,536" in caught.value.message()
+            assert client.get_model_config("rotary", as_json=True)["config"]["name"] == "rotary"
+            index = client.get_model_repository_index(as_json=True)["models"]
+            assert [entry["name"] for entry in index] == MODELS
+        finally:
+            client.close()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            ready = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(ready=True))
+            assert [entry.name for entry in ready.models] == MODELS
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(repository_name="x"))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "repository_name" in (refused.value.details() or "")
