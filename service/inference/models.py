@@ -573,5 +573,7 @@ class Repository:
 
     def stats(self, name: str | None = None, version: str | None = None) -> dict[str, Any]:
         """The statistics of one model (and version), or of them all."""
+        if name is None and version is not None:
+            raise InvalidInput("version", "names a version of no model: give the model's name")
         names = list(self.models) if name is None else [self.model(name, version).name]
         return {"model_stats": [self.statistics[each].document(each) for each in names]}

@@ -118,6 +118,9 @@ _INDEX_BYTES: Final = 4096
 async def _index_request(request: Request, runtime: Runtime) -> IndexRequest:
     """The index request's body, read within a few KiB: empty (as tritonclient sends it),
     or ``{"repository_name": "", "ready": bool}``."""
+    encoding = combined(request.scope["headers"], b"content-encoding")
+    if encoding is not None and encoding.strip().lower() != "identity":
+        raise CompressedBody(encoding)
     limit = Limit(_INDEX_BYTES, "the index request's own limit")
     with reserving(runtime.posted) as reservation:
         body = await read_posted(request, runtime, limit, reservation)

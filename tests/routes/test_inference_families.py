@@ -409,6 +409,8 @@ def test_the_index_reads_its_optional_body(http: httpx.Client) -> None:
     error(http.post("/v2/repository/index", json={"ready": "yes"}), 400, "ready")
     error(http.post("/v2/repository/index", json={"models": []}), 400, "models")
     error(http.post("/v2/repository/index", content=b" " * 5000), 413, "4,096")
+    gzipped = {"content-encoding": "gzip"}
+    error(http.post("/v2/repository/index", content=b"{}", headers=gzipped), 415, "gzip")
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -511,3 +513,7 @@ def test_grpc_s_small_methods_refuse_large_messages_and_read_the_index_request()
                 stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(repository_name="x"))
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "repository_name" in (refused.value.details() or "")
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ModelStatistics(service_pb2.ModelStatisticsRequest(version="1"))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "model's name" in (refused.value.details() or "")
