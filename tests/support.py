@@ -263,14 +263,14 @@ LLAMA_31: Final[dict[str, Any]] = {
 
 # The KServe release whose published files (CRDs, the protocol's rest_predict_v2.yaml) the
 # tests check against; fetched files are not kept in this repository: the steering
-# repository's shared/reference/kserve/<release> holds them, or $PE_KSERVE_REFERENCE names
+# repository's shared/reference/kserve/<release> holds them, or $TEST_KSERVE_REFERENCE names
 # a folder that does.
 KSERVE_RELEASE = "v0.20.0"
-KSERVE_REFERENCE_VARIABLE = "PE_KSERVE_REFERENCE"
+KSERVE_REFERENCE_VARIABLE = "TEST_KSERVE_REFERENCE"
 
 
 def kserve_reference() -> Path:
-    """Where KServe's pinned files are: ``$PE_KSERVE_REFERENCE``, else the steering
+    """Where KServe's pinned files are: ``$TEST_KSERVE_REFERENCE``, else the steering
     repository's shared/reference/kserve/<release>, beside this repository."""
     given = os.environ.get(KSERVE_REFERENCE_VARIABLE)
     return (

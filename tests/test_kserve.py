@@ -4,7 +4,7 @@ kustomize renders it. Every manifest passes the ``openAPIV3Schema`` of KServe's 
 (``config/crd/full/`` of a pinned release), strictly: a key the schema does not know is an
 error, where the API server would drop it without a word. Those files are not this
 repository's: they are read from ``../shared/reference/kserve/<release>`` (or
-``$PE_KSERVE_REFERENCE``), and that test is skipped where they are not.
+``$TEST_KSERVE_REFERENCE``), and that test is skipped where they are not.
 
 What the schemas do not say is checked always, as the KServe release's controller and
 webhooks check it, or as the service needs it: the runtime serves the InferenceService's

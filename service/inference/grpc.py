@@ -23,7 +23,7 @@ from tritonclient.grpc import model_config_pb2
 from tritonclient.grpc import service_pb2 as pb
 
 from service import handlers
-from service.errors import InvalidInput, Limit, LimitExceeded, ServiceError
+from service.errors import Limit, LimitExceeded, ServiceError
 from service.inference import grpc_bounds, grpc_wire, models, wire
 from service.limits import reserving
 from service.runtime import Runtime
@@ -141,14 +141,10 @@ class Servicer:
         ``repository_name`` other than ``""`` is refused (the service has one)."""
 
         async def index() -> Any:
-            if request.repository_name:
-                raise InvalidInput(
-                    "repository_name", "must be empty: the service has one repository"
-                )
-            entries = self.repository.index(self.runtime.ready)
-            kept = [entry for entry in entries if entry["state"] == "READY" or not request.ready]
+            ready, asked = self.runtime.ready, request.ready
+            entries = self.repository.index(ready, asked, request.repository_name)
             return pb.RepositoryIndexResponse(
-                models=[pb.RepositoryIndexResponse.ModelIndex(**entry) for entry in kept]
+                models=[pb.RepositoryIndexResponse.ModelIndex(**entry) for entry in entries]
             )
 
         return await _answer(context, index(), pb.RepositoryIndexResponse())
@@ -184,9 +180,8 @@ class Servicer:
             elements = len(message) // 4  # about four bytes a number
             limit = runtime.limits.json_elements
             served, parsed, answer = await runtime.compute(
-                elements, _parse, self.repository, message, limit
+                elements, _parse, self.repository, message, limit, named
             )
-            named.append(served.name)
             # gRPC keeps an answer until its client has read it all, outside the slow
             # clients' budget: one answer is at most a body's size (as a message is)
             runtime.limits.body_bytes.check(
@@ -200,16 +195,18 @@ class Servicer:
 
 
 def _parse(
-    repository: models.Repository, message: bytes, numbers: Limit
+    repository: models.Repository, message: bytes, numbers: Limit, named: list[str] | None = None
 ) -> tuple[models.Model, wire.Request, int]:
     """The message read within its bounds (:mod:`grpc_bounds`, before protobuf builds
-    anything): its model (unknown: NOT_FOUND before the inputs are read), its request and
-    its answer's bytes. The protobuf message itself is not kept, not even by a refusal's
-    traceback."""
+    anything): its model (unknown: NOT_FOUND before the inputs are read; known: its name
+    appended to ``named``, for its statistics), its request and its answer's bytes. The
+    protobuf message itself is not kept, not even by a refusal's traceback."""
     scanned = grpc_bounds.scan(message, numbers)
     decoded = grpc_wire.decode(scanned.header)
     try:
         served = repository.model(decoded.model_name, decoded.model_version or None)
+        if named is not None:
+            named.append(served.name)
         request = grpc_wire.request(decoded, scanned.raw, numbers)
         return served, request, models.answer_bytes(served, request)
     except ServiceError as exc:

@@ -51,7 +51,7 @@ class Positions(Protocol):
     @property
     def at(self) -> Callable[[Any, Any], Rows] | None: ...
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def stated(self) -> tuple[int, ...]: ...
 
 
 class Declared(Protocol):
@@ -263,7 +263,9 @@ ROPE_ND_APPLY: Final = Model(
 )
 APPLY: Final = (SINUSOIDAL_APPLY, ROTARY_APPLY, ROPE_ND_APPLY)
 # what a model of a table's rows decides from its positions: the GET's window
-_WINDOW: Final = frozenset({"max_len", "start", "stop", "dim_start", "dim_stop", "format"})
+# (``max_len`` stays a parameter: a scaling may read it, as longrope's choice of factors;
+# by default the positions' largest + 1)
+_WINDOW: Final = frozenset({"start", "stop", "dim_start", "dim_stop", "format"})
 # the datatypes of positions that need not be integers (diffusion timesteps, grid ids)
 _REALS: Final = ("FP32", "FP64", "INT64", "INT32")
 
@@ -288,7 +290,7 @@ def of_family(declared: Declared) -> Model:
     spec = declared.positions
     integers = spec is None or spec.integers
     ids = TensorSpec(
-        "positions", INTEGERS if integers else _REALS, (-1,) if spec is None else spec.shape
+        "positions", INTEGERS if integers else _REALS, (-1,) if spec is None else spec.stated
     )
     outputs = tuple(TensorSpec(name, FLOATS, (-1, -1)) for name in names)
     fixed = _WINDOW & set(fields)
@@ -312,8 +314,8 @@ class _Read:
 
 def _read(declared: Declared, model: Model, request: wire.Request, limits: Limits | None) -> _Read:
     """The positions checked (non-negative integers, or finite numbers, the largest within
-    ``limits``; shaped for the key's axes) and the parameters validated with the
-    ``max_len`` they reach."""
+    ``limits``; shaped for the key's axes) and the parameters validated, ``max_len`` the
+    positions' reach unless the request gives it (as ``POST .../positions`` takes it)."""
     spec = declared.positions
     integers = spec is None or spec.integers
     positions = _tensor(model, request, "positions")
@@ -331,10 +333,11 @@ def _read(declared: Declared, model: Model, request: wire.Request, limits: Limit
             last = math.ceil(float(np.abs(positions).max()))
     if limits is not None:  # before max_len is made of it
         limits.last_position(last, "the largest position")
-    given = {"max_len": last + 1} if "max_len" in model.fixed else {}
+    tabled = "max_len" in declared.query.model_fields
+    given = {"max_len": last + 1} if tabled and "max_len" not in request.parameters else {}
     query = _validated(model, request.parameters, **given)
     key = declared.key(query)
-    if integers and "max_len" not in model.fixed:
+    if integers and not tabled:
         # rows of a table whose rows its key decides (a grid's tokens): the GET's stop
         rows = declared.block(query, key).max_len
         if last >= rows:
@@ -561,9 +564,16 @@ class Repository:
             )
         return found
 
-    def index(self, ready: bool) -> list[dict[str, str]]:
-        """The repository index (``POST /v2/repository/index``): every model, its version
-        and state (READY once the server is; nothing to load or unload)."""
+    def index(
+        self, ready: bool, only_ready: bool = False, repository: str = ""
+    ) -> list[dict[str, str]]:
+        """The repository index (``POST /v2/repository/index``, gRPC ``RepositoryIndex``):
+        every model, its version and state (READY once the server is; nothing to load or
+        unload), or only those ready; there is one repository, named ``""``."""
+        if repository:
+            raise InvalidInput("repository_name", "must be empty: the service has one repository")
+        if only_ready and not ready:
+            return []
         state = "READY" if ready else "UNAVAILABLE"
         reason = "" if ready else "the PE_PRELOAD tables are being computed"
         return [

@@ -93,6 +93,13 @@ _INFER: Final[dict[str, Any]] = {
 }
 
 
+def _uncompressed(request: Request) -> None:
+    """Refuses a body sent with a ``Content-Encoding`` (but ``identity``)."""
+    encoding = combined(request.scope["headers"], b"content-encoding")
+    if encoding is not None and encoding.strip().lower() != "identity":
+        raise CompressedBody(encoding)
+
+
 class IndexRequest(BaseModel):
     """The body of a repository index request."""
 
@@ -118,9 +125,7 @@ _INDEX_BYTES: Final = 4096
 async def _index_request(request: Request, runtime: Runtime) -> IndexRequest:
     """The index request's body, read within a few KiB: empty (as tritonclient sends it),
     or ``{"repository_name": "", "ready": bool}``."""
-    encoding = combined(request.scope["headers"], b"content-encoding")
-    if encoding is not None and encoding.strip().lower() != "identity":
-        raise CompressedBody(encoding)
+    _uncompressed(request)
     limit = Limit(_INDEX_BYTES, "the index request's own limit")
     with reserving(runtime.posted) as reservation:
         body = await read_posted(request, runtime, limit, reservation)
@@ -132,8 +137,6 @@ async def _index_request(request: Request, runtime: Runtime) -> IndexRequest:
             error = exc.errors()[0]
             name = ".".join(str(part) for part in error["loc"]) or "body"
             raise InvalidInput(name, error["msg"]) from None
-    if asked.repository_name:
-        raise InvalidInput("repository_name", "must be empty: the service has one repository")
     return asked
 
 
@@ -182,8 +185,7 @@ def router(repository: models.Repository) -> APIRouter:
         ``repository_name`` other than ``""`` is refused (the service has one repository,
         and every model in it is loaded)."""
         asked = await _index_request(request, runtime)
-        index = repository.index(runtime.ready)
-        return [entry for entry in index if entry["state"] == "READY" or not asked.ready]
+        return repository.index(runtime.ready, asked.ready, asked.repository_name)
 
     @routes.get(
         "/models/stats",
@@ -313,9 +315,7 @@ async def _counted(
 
 async def _infer(served: models.Model, request: Request, runtime: RuntimeDep) -> Response:
     raw = request.scope["headers"]
-    encoding = combined(raw, b"content-encoding")
-    if encoding is not None and encoding.strip().lower() != "identity":
-        raise CompressedBody(encoding)
+    _uncompressed(request)
     with reserving(runtime.posted) as reservation:
         body = await read_posted(request, runtime, runtime.limits.body_bytes, reservation)
         length = wire.header_length(combined(raw, b"inference-header-content-length"), len(body))

@@ -68,7 +68,6 @@ TABLE: Final = declared.Declared(
         axes=lambda key: len(key.axes_dim),
         integers=False,
         at=rope_nd.at,
-        shape=(-1, -1),
     ),
 )
 

@@ -63,6 +63,7 @@ TABLE: Final = declared.Declared(
         operation_id="getRotaryAtPositions",
         axes=lambda key: mrope.AXES if key.mrope_section else 1,
         at=mrope.at,
+        shape=(-1,),  # (3, L) with M-RoPE
     ),
 )
 

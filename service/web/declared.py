@@ -80,6 +80,11 @@ class FromDocument:
         return f"the config makes one table per layer type ({', '.join(read.tables)})"
 
 
+def one_axis(key: Any) -> int:
+    """Ids of one axis, whatever the key (:class:`Positions`' default)."""
+    return 1
+
+
 @dataclass(frozen=True, slots=True)
 class Positions(Generic[K]):
     """Rows at posted position ids. ``axes(key)``: 1 for ids of one axis (``(L,)`` or
@@ -91,12 +96,21 @@ class Positions(Generic[K]):
 
     summary: str
     operation_id: str
-    axes: Callable[[K], int] = lambda key: 1
+    axes: Callable[[K], int] = one_axis
     integers: bool = True
     at: Callable[[K, Any], Rows] | None = None
     # the ids' shape as the Open Inference Protocol's metadata states it (-1: it varies):
-    # ``(-1, -1)`` where the ids of every axis come stacked, ``(axes, L)``
-    shape: tuple[int, ...] = (-1,)
+    # by default ``(-1,)`` for ids of one axis, ``(-1, -1)`` (``(axes, L)``) for a family
+    # that declares axes; given where a family's usual ids are of one axis though some
+    # keys take more (rotary: M-RoPE's ``(3, L)``)
+    shape: tuple[int, ...] | None = None
+
+    @property
+    def stated(self) -> tuple[int, ...]:
+        """The ids' shape in the protocol's metadata."""
+        if self.shape is not None:
+            return self.shape
+        return (-1,) if self.axes is one_axis else (-1, -1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,7 +279,7 @@ def positions(values: list[Any], datatype: str = "INT64", shape: list[int] | Non
     ("model", "body", "words"),
     [
         ("rotary", {"inputs": [positions([1])], "parameters": {"head_dim": 7}}, ["head_dim"]),
-        ("rotary", {"inputs": [positions([1])], "parameters": {"max_len": 4}}, ["max_len"]),
+        ("rotary", {"inputs": [positions([1])], "parameters": {"max_len": 0}}, ["max_len"]),
         ("rotary", {"inputs": [positions([1.5], "FP32")]}, ["FP32", "INT64"]),
         ("rotary", {"inputs": [positions([-1])]}, ["non-negative"]),
         ("rotary", {"inputs": [positions([2**40])]}, ["largest position"]),
@@ -336,12 +336,18 @@ def test_statistics_count_each_model_s_answers(live: tuple[str, str]) -> None:
         assert http.post("/v2/models/temperature/infer", json=bad).status_code == 400
         client = triton_grpc.InferenceServerClient(live[1])
         infer(client, "grpc", "temperature", np.arange(3), {}, ["encodings"])
+        # over gRPC, an input of the wrong size: a failure of the model's too
+        short = service_pb2.ModelInferRequest(model_name="temperature")
+        short.inputs.add(name="positions", datatype="INT64", shape=[3])
+        short.raw_input_contents.append(np.arange(2).tobytes())
+        with grpc.insecure_channel(live[1]) as channel, pytest.raises(grpc.RpcError):
+            service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(short)
         after = client.get_inference_statistics("temperature", as_json=True)["model_stats"][0]
         client.close()
     assert after["name"] == "temperature"
     stats, earlier = after["inference_stats"], before["inference_stats"]
     assert int(stats["success"]["count"]) == int(earlier["success"].get("count", 0)) + 2
-    assert int(stats["fail"]["count"]) == int(earlier["fail"].get("count", 0)) + 1
+    assert int(stats["fail"]["count"]) == int(earlier["fail"].get("count", 0)) + 2
     assert int(after["inference_count"]) == int(before["inference_count"]) + 2
     every = http_stats(live[0])
     assert [entry["name"] for entry in every["model_stats"]] == MODELS
@@ -517,3 +523,63 @@ def test_grpc_s_small_methods_refuse_large_messages_and_read_the_index_request()
                 stub.ModelStatistics(service_pb2.ModelStatisticsRequest(version="1"))
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "model's name" in (refused.value.details() or "")
+
+
+@pytest.mark.parametrize("max_len", [None, 131072])
+def test_max_len_is_the_positions_reach_or_the_request_s(
+    http: httpx.Client, clients: dict[str, Any], max_len: int | None
+) -> None:
+    """A scaling may read max_len (longrope's factors: short up to its original context,
+    long past it): by default the positions' largest + 1, or what the request gives, as
+    ``POST .../positions`` takes it."""
+    pairs = 4
+    parameters: dict[str, Any] = {
+        "head_dim": 2 * pairs,
+        "scaling": "longrope",
+        "original_max_position_embeddings": 4096,
+        "max_position_embeddings": 131072,
+        "short_factor": ",".join(["1.0"] * pairs),
+        "long_factor": ",".join(["4.0"] * pairs),
+    }
+    ids = np.array([0, 1, 2, 100], dtype=np.int64)
+    asked = parameters if max_len is None else {**parameters, "max_len": max_len}
+    got = infer(clients["grpc"], "grpc", "rotary", ids, asked, ["cos", "sin"])
+    reach = 101 if max_len is None else max_len
+    response = http.post(
+        "/v1/encodings/rotary/positions",
+        params={**parameters, "max_len": reach, "format": "npz"},
+        json={"position_ids": ids.tolist()},
+    )
+    expected = npz(response)
+    for name in ("cos", "sin"):
+        assert got[name].tobytes() == expected[name].tobytes()
+    if max_len is not None:  # the long factors: another table than the default's
+        short = infer(clients["grpc"], "grpc", "rotary", ids, parameters, ["cos"])["cos"]
+        assert short.tobytes() != got["cos"].tobytes()
+
+
+def test_each_stub_s_metadata_states_what_it_takes() -> None:
+    """The seam's stubs on /v2 (their declarations say nothing of it): a grid of two
+    real-valued axes states ``[-1, -1]`` and takes ``[2, L]``; named arrays are outputs; a
+    block has no input."""
+    with in_process(create_app(Settings(), families=seam.stubs())) as http:
+        documents = {
+            name: http.get(f"/v2/models/{name}").json()
+            for name in ("ramp", "grid", "phases", "distances")
+        }
+        assert documents["grid"]["inputs"][0]["shape"] == [-1, -1]
+        assert documents["ramp"]["inputs"][0]["shape"] == [-1]
+        assert [t["name"] for t in documents["phases"]["outputs"]] == ["cos", "sin"]
+        assert documents["distances"]["inputs"] == []
+        ids = [[0.0, 1.5, 2.0], [1.0, 0.5, 3.0]]
+        grid = {"height": 2, "columns": 2, "pairs": 2}
+        flat = [value for axis in ids for value in axis]
+        body = {"inputs": [positions(flat, "FP64", [2, 3])], "parameters": grid}
+        answer = http.post("/v2/models/grid/infer", json=body)
+        assert answer.status_code == 200, answer.text
+        v1 = http.post(
+            "/v1/encodings/grid/positions",
+            params={**grid, "format": "npy"},
+            json={"position_ids": ids},
+        )
+        assert answer.json()["outputs"][0]["data"] == npy(v1).ravel().tolist()

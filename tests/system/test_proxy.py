@@ -246,6 +246,24 @@ def test_the_proxy_refuses_bodies_over_the_replicas_limit(deployment: Deployment
     assert problem["setting"] == "PE_MAX_BODY_BYTES"
 
 
+def test_the_protocol_s_refusals_are_in_its_shape(deployment: Deployment) -> None:
+    """Under /v2, nginx's own 413 is the Open Inference Protocol's ``{"error": ...}``, as
+    the replicas' refusals are; an infer passes through whole."""
+    infer = deployment.proxy + "/v2/models/sinusoidal/infer"
+    body = {"inputs": [{"name": "positions", "shape": [2], "datatype": "INT64", "data": [0, 7]}]}
+    ok = httpx.post(infer, json={**body, "parameters": {"d_model": 4}}, timeout=WAIT)
+    assert ok.status_code == 200, ok.text
+    assert ok.json()["outputs"][0]["shape"] == [2, 4]
+    over = httpx.post(infer, content=b" " * (BODY_LIMIT + 1), timeout=WAIT)
+    assert over.status_code == 413
+    assert over.headers["content-type"] == "application/json"
+    assert list(over.json()) == ["error"]
+    assert "PE_MAX_BODY_BYTES" in over.json()["error"]
+    refused = httpx.post(infer, json=body, timeout=WAIT)  # the replica's own
+    assert refused.status_code == 400
+    assert list(refused.json()) == ["error"]
+
+
 def test_a_popular_table_is_computed_at_most_once_per_replica(deployment: Deployment) -> None:
     """32 clients at once ask for a table no replica has computed. nginx sends one of them
     on and the others wait for its answer in the cache (proxy_cache_lock), so no replica
