@@ -1,6 +1,7 @@
 """The service's ``/v2`` answers are the protocol's, checked against KServe's own
 statements of it: the pydantic data models of KServe's Python server (``kserve`` 0.21.0
-from PyPI, installed without its dependencies: the one module read needs pydantic alone),
+from PyPI, the release the package index has, installed by ``.ci/run`` without its
+dependencies: the one module read needs pydantic alone),
 and the protocol's published OpenAPI document (``docs/predict-api/v2/rest_predict_v2.yaml``
 of KServe v0.20.0, read from the steering repository's reference folder: fetched files are
 not kept here; skipped where it is absent, naming where it was looked for)."""
