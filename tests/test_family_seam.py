@@ -40,7 +40,7 @@ RAMP = "/v1/encodings/ramp"
 @pytest.fixture(scope="module")
 def http() -> Iterator[httpx.Client]:
     settings = Settings(max_elements=1 << 16, preload="ramp?max_len=1000&width=3")
-    with in_process(create_app(settings, families=STUBS)) as client:
+    with seam.served(), in_process(create_app(settings, families=STUBS)) as client:
         yield client
 
 
@@ -117,9 +117,12 @@ def test_it_is_preloaded_by_its_query(http: httpx.Client) -> None:
 
 
 def test_a_preload_its_family_refuses_is_one_line() -> None:
-    with pytest.raises(ValueError, match=r"PE_PRELOAD: 'ramp\?max_len=0&width=3': .*max_len"):
+    with (
+        seam.served(),
+        pytest.raises(ValueError, match=r"PE_PRELOAD: 'ramp\?max_len=0&width=3': .*max_len"),
+    ):
         create_app(Settings(preload="ramp?max_len=0&width=3"), families=STUBS)
-    with pytest.raises(ValueError, match="no family 'nothing'"):
+    with seam.served(), pytest.raises(ValueError, match="no family 'nothing'"):
         create_app(Settings(preload="nothing?max_len=3"), families=STUBS)
 
 

@@ -84,8 +84,8 @@ def test_the_resolver_picks_as_nginx_does() -> None:
 def served() -> tuple[dict[str, Any], set[str]]:
     """The OpenAPI paths of an app with the stub families beside its own, and the GETs its
     declarations make immutable: each family's table and audit."""
-    stubs = seam.stubs()
-    document = create_app(Settings(), families=stubs).openapi()
+    with seam.served() as stubs:
+        document = create_app(Settings(), families=stubs).openapi()
     declared = [*FAMILIES, *stubs]
     immutable = {each.resource for each in declared} | {
         f"/v1/audit/{each.family.name}" for each in declared if each.audit

@@ -178,6 +178,14 @@ def router(repository: models.Repository) -> APIRouter:
         operation_id="getInferenceRepositoryIndex",
         summary="Every model, its version and state (Triton's model repository extension).",
         openapi_extra={"requestBody": _INDEX_BODY},
+        responses=_errors(
+            s400="The body is not an index request, or names another repository.",
+            s408="The body did not arrive in time.",
+            s413="The body is over 4 KiB.",
+            s415="The body is compressed (Content-Encoding), which is not supported.",
+            s503="Busy: the bodies posted at once would pass PE_POSTED_BYTES; send it again "
+            "after Retry-After seconds.",
+        ),
     )
     async def index(request: Request, runtime: RuntimeDep) -> list[dict[str, str]]:
         """Every model with its version and state: READY once the server is. The body is

@@ -363,7 +363,7 @@ def test_a_stub_family_is_a_model_over_rest_and_grpc() -> None:
     and answering its rows, over REST and over gRPC."""
     port = free_port()
     settings = Settings(grpc_port=port)
-    with in_process(create_app(settings, families=seam.stubs())) as http:
+    with seam.served() as stubs, in_process(create_app(settings, families=stubs)) as http:
         names = [entry["name"] for entry in http.post("/v2/repository/index").json()]
         assert "ramp" in names
         metadata = http.get("/v2/models/ramp").json()
@@ -562,7 +562,7 @@ def test_each_stub_s_metadata_states_what_it_takes() -> None:
     """The seam's stubs on /v2 (their declarations say nothing of it): a grid of two
     real-valued axes states ``[-1, -1]`` and takes ``[2, L]``; named arrays are outputs; a
     block has no input."""
-    with in_process(create_app(Settings(), families=seam.stubs())) as http:
+    with seam.served() as stubs, in_process(create_app(Settings(), families=stubs)) as http:
         documents = {
             name: http.get(f"/v2/models/{name}").json()
             for name in ("ramp", "grid", "phases", "distances")

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from service.encodings import registry
 from service.web.declared import Declared
 
 
@@ -20,3 +23,15 @@ def stubs() -> tuple[Declared[Any, Any], ...]:
     return tuple(
         module.TABLE for module in modules if isinstance(getattr(module, "TABLE", None), Declared)
     )
+
+
+@contextmanager
+def served() -> Iterator[tuple[Declared[Any, Any], ...]]:
+    """The stubs, known to the registry while the block runs (an app that serves them
+    registers them as it routes them) and forgotten after it: no other test of the process
+    sees a stub's family (``GET /v1/presets`` lists every known family's presets)."""
+    found = stubs()
+    with ExitStack() as stack:
+        for declared in found:
+            stack.enter_context(registry.registered(declared.family))
+        yield found
