@@ -1,5 +1,6 @@
 """The explorer: a static page (HTML, CSS, a script per view: sinusoidal, RoPE, ALiBi,
-diffusion timesteps, sin-cos grids, multi-axis RoPE; one for the audit and compare views; one
+diffusion timesteps, sin-cos grids, multi-axis RoPE, vision towers' RoPE with a Qwen-VL
+layout's ids and tower rows; one for the audit and compare views; one
 that checks a .npy file of the user's) that draws tables in the browser from the raw
 endpoints, and audits, comparisons and checks from their JSON answers. Nothing is fetched
 from another host. The page carries the service's ``PE_MAX_ELEMENTS``, so that the curl
@@ -25,6 +26,7 @@ _ASSETS: Final = {
     "timestep.js": "text/javascript; charset=utf-8",
     "sincos.js": "text/javascript; charset=utf-8",
     "ropend.js": "text/javascript; charset=utf-8",
+    "vision.js": "text/javascript; charset=utf-8",
     "check.js": "text/javascript; charset=utf-8",
     "audit.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",

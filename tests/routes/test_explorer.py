@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
@@ -26,6 +27,7 @@ from service.encodings import (
     sincos2d,
     sincos3d,
     timestep,
+    vision_rotary,
 )
 from service.encodings.catalogue import PRESETS
 from service.routes.explorer import FILES
@@ -35,6 +37,7 @@ ROTARY = "/v1/encodings/rotary"
 TIMESTEP = "/v1/encodings/timestep"
 SINCOS = "/v1/encodings"
 ROPE_ND = "/v1/encodings/rope-nd"
+VISION = "/v1/encodings/vision-rotary"
 SCRIPTS = [
     "explorer.js",
     "rope.js",
@@ -42,6 +45,7 @@ SCRIPTS = [
     "timestep.js",
     "sincos.js",
     "ropend.js",
+    "vision.js",
     "check.js",
     "audit.js",
 ]
@@ -122,7 +126,18 @@ def _controls(api: httpx.Client) -> _Controls:
     return page
 
 
-VIEWS = ["sinusoidal", "rope", "alibi", "timestep", "sincos", "ropend", "audit", "compare", "check"]
+VIEWS = [
+    "sinusoidal",
+    "rope",
+    "alibi",
+    "timestep",
+    "sincos",
+    "ropend",
+    "vision",
+    "audit",
+    "compare",
+    "check",
+]
 
 
 def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
@@ -142,7 +157,7 @@ def test_the_page_has_a_view_each_for_the_tables_the_audit_and_the_comparison(
         assert f'id="{view}-problem" class="problem" role="alert" hidden' in text
         assert f'id="{view}-status"' in text
     # and says in a place of its own when it draws every step-th position (hidden until then)
-    for prefix in ("", "rope-", "alibi-", "timestep-", "sincos-", "ropend-"):
+    for prefix in ("", "rope-", "alibi-", "timestep-", "sincos-", "ropend-", "vision-"):
         assert f'<p id="{prefix}sampling" class="sampling" hidden></p>' in text
 
 
@@ -385,6 +400,146 @@ def test_the_rope_nd_table_reads_as_ropend_js_reads_it(
             assert moves == (g == own[k]), (k, g)
 
 
+def test_the_vision_controls_offer_what_the_service_takes(api: httpx.Client) -> None:
+    """A control for each parameter some model takes (sent when the chosen one takes it,
+    blank: its checkpoint's), the choices the service knows; the model offered before the
+    script lists the service's is one of them."""
+    page = _controls(api)
+    box = api.get("/").text.split('id="vision-parameters"')[1].split("</fieldset>")[0]
+    names = re.findall(r'<(?:input|select) id="vision-([a-z_]+)" name="\1"', box)
+    listed = api.get("/v1/presets").json()["families"]["vision-rotary"]
+    assert set(names) == {name for preset in listed for name in preset["takes"]}
+    assert set(names) == set(vision_rotary.PARAMETERS)
+    assert page.options["vision-implementation"] == ["", *vision_rotary.IMPLEMENTATIONS]
+    assert page.options["vision-normalize_coords"] == ["", *vision_rotary.NORMALIZATIONS]
+    assert page.options["vision-periods_dtype"] == ["", *vision_rotary.PERIODS_DTYPES]
+    assert page.options["vision-window_index"] == ["", "false", "true"]
+    assert page.options["vision-rounding"] == list(registry.ROUNDINGS)
+    (offered,) = page.options["vision-preset"]
+    assert offered in vision_rotary.MODELS
+    assert page.controls["vision-preset"]["name"] == "model"
+    assert page.controls["vision-grid"]["name"] == "grid"
+
+
+# vision.js in Node: its functions alone (no explorer.js: it wires no page)
+_VISION: Final = """
+const fs = require("node:fs");
+const vm = require("node:vm");
+const { source, call, cases } = JSON.parse(fs.readFileSync(0, "utf8"));
+const page = {};
+page.window = page;
+vm.createContext(page);
+vm.runInContext(source, page);
+const tower = page.visionTower;
+const made = cases.map((given) => call === "patchOf"
+  ? Array.from({ length: given.tokens }, (_, r) => tower.patchOf(given, r))
+  : tower.imageTokens(given.layout, given.answer));
+process.stdout.write(JSON.stringify(made));
+"""
+
+
+def vision_js(call: str, cases: list[dict[str, Any]]) -> list[Any]:
+    """vision.js's ``call`` (``patchOf`` of every row of each key, or ``imageTokens`` of
+    each layout and its answer) run in Node."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is missing: apt-get install nodejs (bash .ci/run does)")
+    source = (FILES / "vision.js").read_text()
+    given = json.dumps({"source": source, "call": call, "cases": cases})
+    done = subprocess.run(
+        [node, "-e", _VISION], input=given, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    made: list[Any] = json.loads(done.stdout)
+    return made
+
+
+_ORDERS: Final = [
+    {"model": "qwen2_5_vl", "grid": "2,12,20"},
+    {"model": "qwen2_5_vl", "grid": "1,20,28", "window_index": "true"},  # windows cut short
+    {"model": "qwen2_5_vl", "grid": "2,8,12", "window_index": "true", "window_size": "56"},
+    {"model": "qwen2_vl", "grid": "1,6,4"},
+    {"model": "qwen3_vl", "grid": "3,4,4", "spatial_merge_size": "1"},
+    {"model": "pixtral", "grid": "3,5"},
+    {"model": "llama4", "grid": "4,4"},
+    {"model": "dinov3", "grid": "5,3"},
+    {"model": "eva02", "grid": "4,6"},
+]
+
+
+def test_vision_js_places_each_token_where_the_service_says(api: httpx.Client) -> None:
+    """vision.js's ``patchOf`` (the patches' picture, the hover, the layout's patches) is the
+    service's token order: ``vision_rotary.patches`` of every row of each model's table, as
+    the one-row JSON answer resolves it (Qwen-VL's blocks and windows, Llama 4's class)."""
+    keys = []
+    for query in _ORDERS:
+        answer = api.get(VISION, params={**query, "start": "0", "stop": "1", "format": "json"})
+        assert answer.status_code == 200, answer.text
+        keys.append(answer.json())
+    for key, query, made in zip(keys, _ORDERS, vision_js("patchOf", keys), strict=True):
+        fields = {field.name for field in dataclasses.fields(vision_rotary.VisionRotaryKey)}
+        resolved = {name: value for name, value in key.items() if name in fields}
+        table = vision_rotary.VisionRotaryKey(
+            **{
+                **resolved,
+                "grid": tuple(key["grid"]),
+                "ref_feat_shape": tuple(key["ref_feat_shape"]),
+            }
+        )
+        expected = vision_rotary.patches(table, np.arange(table.tokens))
+        assert made == expected.tolist(), query
+
+
+def test_a_layouts_images_show_their_ids_and_tower_rows(api: httpx.Client) -> None:
+    """For a Qwen-VL layout (two images, a video between them), vision.js's ``imageTokens``
+    gives each image's tokens in the sequence with the (t, h, w) ids the service answers,
+    and the vision tower's rows each merges: merged token j of an image is rows j·m² ..
+    (j+1)·m² - 1 after the earlier images' patches, at the patches the service's order puts
+    there; the page's own layout is one the service takes."""
+    layout = {
+        "model": "qwen3_vl",
+        "spatial_merge_size": 2,
+        "segments": [
+            {"text": 3},
+            {"image": [1, 4, 6]},
+            {"text": 2},
+            {"video": [2, 4, 4], "frame_text": 3},
+            {"text": 1},
+            {"image": [1, 2, 2]},
+            {"text": 1},
+        ],
+    }
+    answer = api.post("/v1/positions/mrope", json=layout)
+    assert answer.status_code == 200, answer.text
+    ids = np.array(answer.json()["position_ids"])
+    (images,) = vision_js("imageTokens", [{"layout": layout, "answer": answer.json()}])
+    # 3 text, 6 image, 2 text, 2 x 4 video + 3 between its frames, 1 text: then the image
+    assert [(image["first"], image["firstRow"]) for image in images] == [
+        (3, 0),
+        (3 + 6 + 2 + 11 + 1, 24),
+    ]
+    for image in images:
+        t, h, w = image["grid"]
+        key = vision_rotary.preset_key("qwen3_vl", (t, h, w), {}, "library", "float32")
+        assert len(image["tokens"]) == t * h * w // 4
+        for j, token in enumerate(image["tokens"]):
+            assert token["token"] == image["first"] + j
+            assert token["ids"] == ids[:, token["token"]].tolist()
+            frame, i, k = token["merged"]
+            start = image["tokens"][0]["ids"][0]  # where the image's ids start
+            assert token["ids"] == [start + frame, start + i, start + k]
+            first = image["firstRow"] + 4 * j
+            assert token["rows"] == [first, first + 4]
+            rows = np.arange(4 * j, 4 * j + 4)
+            assert token["patches"] == vision_rotary.patches(key, rows).tolist()
+            assert {(p // 2, q // 2) for p, q in token["patches"]} == {(i, k)}  # one block
+    text = api.get("/").text
+    found = re.search(r'<textarea id="vision-layout"[^>]*>([^<]*)</textarea>', text)
+    assert found
+    shown = api.post("/v1/positions/mrope", json=json.loads(html.unescape(found[1])))
+    assert shown.status_code == 200, shown.text
+
+
 def _rows_at(api: httpx.Client, values: list[float], **query: str) -> np.ndarray[Any, Any]:
     answer = api.post(
         f"{TIMESTEP}/positions",
@@ -466,6 +621,15 @@ def test_the_views_ask_for_raw_answers_from_their_endpoints(api: httpx.Client) -
     assert "E.fetchRows(" in multi
     assert multi.count("scale: E.ANGLES") == 2  # angles in the cyclic map, as rope.js's
     assert "const LUT = E.ANGLES.lut;" in rope
+    towers = api.get("/explorer/vision.js").text
+    assert f'const TABLE = "{VISION}";' in towers
+    assert 'const MROPE = "/v1/positions/mrope";' in towers
+    assert towers.count('format: "raw"') == 1  # the table
+    assert re.findall(r"format: \"json\"", towers) == ['format: "json"']
+    assert 'start: 0, stop: 1, format: "json"' in towers
+    assert 'E.familyPresets("vision-rotary", VIEW,' in towers
+    assert "E.fetchRows(" in towers
+    assert towers.count("scale: E.ANGLES") == 2  # the tokens' angles, and the patches'
 
 
 def test_the_audit_and_compare_views_read_json_answers(api: httpx.Client) -> None:
@@ -524,8 +688,8 @@ def test_the_audit_views_defaults_are_llama_31s(api: httpx.Client) -> None:
     Llama 3.1's, shown first); the grids' audits take no max_len (a 422 names it), and the
     view sends none for them."""
     families, max_len, defaults = _audit_defaults(api)
-    assert families == ["rotary", "sinusoidal", "timestep", *GRIDS, "rope-nd"]
-    assert _gridded(api) == [*GRIDS, "rope-nd"]
+    assert families == ["rotary", "sinusoidal", "timestep", *GRIDS, "rope-nd", "vision-rotary"]
+    assert _gridded(api) == [*GRIDS, "rope-nd", "vision-rotary"]
     for family in _gridded(api):
         refused = api.get(f"/v1/audit/{family}?{defaults[family]}&max_len={max_len}")
         assert_problem(refused, 422, "max_len")

@@ -479,6 +479,7 @@ def test_the_sincos_view_draws_a_grids_halves_and_a_frame(visit: Visit) -> None:
 
 
 ROPE_ND: Final = "/v1/encodings/rope-nd"
+VISION: Final = "/v1/encodings/vision-rotary"
 
 
 def test_the_ropend_view_draws_flux_and_a_wan_frame(visit: Visit) -> None:
@@ -530,6 +531,67 @@ def test_the_ropend_view_draws_flux_and_a_wan_frame(visit: Visit) -> None:
     assert visit.dataset("#audit-view")["params"] == urlencode({**wan, "layout": "interleaved"})
     assert page.is_disabled("#audit-max_len")
     assert visit.distinct_colours("audit-plot") > 3
+    assert visit.off_host == []
+    assert visit.errors == []
+
+
+def test_the_vision_view_draws_qwens_windows_and_a_layouts_images(visit: Visit) -> None:
+    """The vision towers' view lists the service's models, draws Qwen2.5-VL's table in its
+    windows' order (raw, cos and sin) and a pair's angle at each patch, each row where its
+    patch is; the default layout's images list their ids and the tower's rows; a Llama 4
+    model chosen disables what it does not take."""
+    page = visit.page
+    qwen = {"model": "qwen2_5_vl", "grid": "8,12", "window_index": "true", "window_size": "56"}
+    page.goto(f"{visit.url}/?view=vision&{urlencode(qwen)}&pair=30")
+    page.wait_for_selector('#vision-view[data-state="ready"]')
+    listed = page.eval_on_selector_all("#vision-preset option", "o => o.map(e => e.value)")
+    with httpx.Client(base_url=visit.url, timeout=WAIT) as http:
+        models = http.get("/v1/presets").json()["families"]["vision-rotary"]
+        cos, sin = load(http.get(VISION, params={**qwen, "format": "npy"})).astype(np.float64)
+    assert listed == [model["name"] for model in models]
+    assert page.is_enabled("#vision-window_size")
+    assert page.is_disabled("#vision-ref_feat_shape")  # EVA-02's
+    assert visit.dataset("#vision-view")["tokens"] == "96"
+    assert visit.distinct_colours("vision-heatmap") > 50
+    page.locator("#vision-grid-angles").scroll_into_view_if_needed()
+    shown = visit.hover("vision-grid-angles", 0.45, 0.3)  # patch row 2, column 5
+    assert (shown["row"], shown["column"]) == ("2", "5")
+    # windows of 2 x 2 merged tokens: patch (2, 5) is merged token (1, 2), the 3rd of the
+    # 2nd window (6th in the plain order, row-major over 6 columns: 8th), its 2nd patch
+    token = int(shown["position"])
+    assert token == 6 * 4 + 1
+    angle = np.arctan2(sin[token, 30], cos[token, 30])  # pair 30: rotate-half, column 30
+    assert np.float32(shown["value"]) == np.float32(angle) != 0
+    page.wait_for_selector('#vision-mrope[data-state="ready"]')
+    images = json.loads(visit.dataset("#vision-images")["images"])
+    assert images == [
+        {"first": 3, "firstRow": 0, "tokens": 6},
+        {"first": 11, "firstRow": 24, "tokens": 1},
+    ]
+    cells = page.eval_on_selector_all(
+        "table.vision-image tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert cells[1] == ["3", "3, 3, 3", "0, 0, 0", "0–3", "(0, 0) (0, 1) (1, 0) (1, 1)"]
+    assert cells[2] == ["4", "3, 3, 4", "0, 0, 1", "4–7", "(0, 2) (0, 3) (1, 2) (1, 3)"]
+    page.select_option("#vision-preset", "llama4")
+    assert page.is_disabled("#vision-window_index")
+    assert all(
+        "format=raw" in u
+        for u in visit.requests
+        if urlsplit(u).path == VISION and "format=json" not in u
+    )
+    page.click("#vision-audit")
+    page.wait_for_selector('#audit-view[data-state="ready"][data-family="vision-rotary"]')
+    assert visit.distinct_colours("audit-plot") > 3
+    # a family chosen brings its defaults (data-{family}: vision-rotary's, rope-nd's)
+    page.goto(f"{visit.url}/?view=audit")
+    page.wait_for_selector('#audit-view[data-state="ready"]')
+    for family, defaults in [
+        ("vision-rotary", "model=pixtral&grid=32,48"),
+        ("rope-nd", "grid=64,64&preset=flux&text_tokens=512"),
+    ]:
+        page.select_option("#audit-family", family)
+        assert page.input_value("#audit-parameters") == defaults
     assert visit.off_host == []
     assert visit.errors == []
 
@@ -1055,6 +1117,17 @@ REFUSED: Final = [
             ("#ropend-grid", "0"),
         ),
         id="ropend",
+    ),
+    pytest.param(
+        Drawn(
+            "/?view=vision&grid=8,12",
+            "#vision-view",
+            "#vision-controls",
+            ["vision-heatmap", "vision-grid-angles"],
+            ["#vision-grid-note", "#vision-curl"],
+            ("#vision-grid", "0"),
+        ),
+        id="vision",
     ),
     pytest.param(
         Drawn(

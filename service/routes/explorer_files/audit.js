@@ -223,8 +223,7 @@
     } catch (error) {
       throw new Error(`config.json: not JSON (${error.message})`);
     }
-    const input = $("audit-parameters");
-    const typed = FAMILIES.some((family) => input.dataset[family] === params.parameters)
+    const typed = FAMILIES.some((family) => defaultsOf(family) === params.parameters)
       ? "" : params.parameters;
     return { text, query: auditQuery({ ...params, parameters: typed }) };
   }
@@ -251,12 +250,18 @@
     $("audit-max_len").disabled = gridded($("audit-family").value);
   }
 
+  /** ``family``'s default parameters: its ``data-{family}`` attribute, read by its name
+   *  (``dataset`` would want rope-nd's as ropeNd). */
+  function defaultsOf(family) {
+    return $("audit-parameters").getAttribute(`data-${family}`);
+  }
+
   /** A family chosen: its parameters replace the other family's untouched defaults. */
   function onFamily() {
     const input = $("audit-parameters");
-    const defaults = FAMILIES.map((family) => input.dataset[family]);
+    const defaults = FAMILIES.map(defaultsOf);
     if (input.value.trim() === "" || defaults.includes(input.value.trim())) {
-      input.value = input.dataset[$("audit-family").value];
+      input.value = defaultsOf($("audit-family").value);
     }
     updateMaxLen();
   }
