@@ -20,6 +20,8 @@
   them, and head 80 (where transformers' exponents are not the original's);
 - EVA-02: timm's ``RotaryEmbeddingCat`` as ``eva02_base_patch14_448`` creates it (32 x 32,
   ``ref_feat_shape`` 16 x 16), its ``[sin | cos]`` split;
+- ``POST .../positions`` with the ids of a sequence of several images (Qwen-VL's,
+  Pixtral's) against the modules at those ids;
 - ``POST .../apply`` against each model's apply function (Qwen's
   ``apply_rotary_pos_emb_vision``, Pixtral's ``apply_rotary_pos_emb``, Llama 4's
   ``vision_apply_rotary_emb``, timm's ``apply_rot_embed_cat``, DINOv3's transformers
@@ -280,6 +282,37 @@ def test_pixtral(service: httpx.Client, grid: tuple[int, int]) -> None:
     narrow = rotary(torch.zeros(1, dtype=torch.bfloat16), pixtral_ids(*grid))
     for table, part in zip(ours, narrow, strict=True):
         assert torch.equal(torch.from_numpy(table).to(torch.bfloat16), part)
+
+
+def at(service: httpx.Client, query: str, ids: Any) -> tuple[NDArray[Any], NDArray[Any]]:
+    """``POST .../positions`` with ``ids`` (N, 2) of (h, w) posted as (2, N)."""
+    answer = service.post(
+        f"{TABLE}/positions?{query}&format=npz", json={"position_ids": ids.T.tolist()}
+    )
+    assert answer.status_code == 200, answer.text
+    found = np.load(io.BytesIO(answer.content), allow_pickle=False)
+    return found["cos"], found["sin"]
+
+
+def test_positions_of_several_images(service: httpx.Client) -> None:
+    """A sequence of several images: Qwen-VL's ids of ``grid_thw`` [[1, 4, 4], [2, 6, 8]]
+    (each image from (0, 0), block-major), Pixtral's of 3 x 4 and 2 x 2 patches (row-major,
+    each from (0, 0)), posted: the modules at those ids."""
+    torch = lib("torch")
+    ids = lib("transformers.vision_utils").get_vision_position_ids(
+        torch.tensor([[1, 4, 4], [2, 6, 8]]), 2
+    )
+    rotary, _ = qwen_rotary("qwen3_vl")
+    reference = rows_of(*rotary(torch.zeros(1), ids))
+    measure(
+        "qwen3_vl positions of two images",
+        at(service, qwen_query("qwen3_vl", (1, 4, 4)), ids.numpy()),
+        reference,
+    )
+    ids = torch.cat([pixtral_ids(3, 4), pixtral_ids(2, 2)])
+    reference = rows_of(*pixtral_rotary()(torch.zeros(1), ids))
+    query = "model=pixtral&grid=3,4&head_dim=64&theta=10000"
+    measure("pixtral positions of two images", at(service, query, ids.numpy()), reference)
 
 
 # Llama 4 --------------------------------------------------------------------------------
