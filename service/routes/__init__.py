@@ -18,6 +18,7 @@ from service.routes import (
     sinusoidal,
     temperature,
     timestep,
+    vision_interpolation,
 )
 from service.web.declared import Declared
 from service.web.families import router
@@ -40,6 +41,7 @@ ROUTERS: list[APIRouter] = [
     rotary.router,
     rope_nd.router,
     mrope.router,
+    vision_interpolation.router,
     pictures.router,
     ops.router,
     explorer.router,
