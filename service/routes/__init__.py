@@ -19,6 +19,7 @@ from service.routes import (
     temperature,
     timestep,
     vision_interpolation,
+    vision_rotary,
 )
 from service.web.declared import Declared
 from service.web.families import router
@@ -34,12 +35,14 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     sincos.TABLE_2D,
     sincos.TABLE_3D,
     rope_nd.TABLE,
+    vision_rotary.TABLE,
 )
 ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),
     sinusoidal.router,
     rotary.router,
     rope_nd.router,
+    vision_rotary.router,
     mrope.router,
     vision_interpolation.router,
     pictures.router,
