@@ -18,6 +18,8 @@ from service.routes import (
     sinusoidal,
     temperature,
     timestep,
+    vision_interpolation,
+    vision_rotary,
 )
 from service.web.declared import Declared
 from service.web.families import router
@@ -33,13 +35,16 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     sincos.TABLE_2D,
     sincos.TABLE_3D,
     rope_nd.TABLE,
+    vision_rotary.TABLE,
 )
 ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),
     sinusoidal.router,
     rotary.router,
     rope_nd.router,
+    vision_rotary.router,
     mrope.router,
+    vision_interpolation.router,
     pictures.router,
     ops.router,
     explorer.router,
