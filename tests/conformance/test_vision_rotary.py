@@ -20,6 +20,7 @@
   them, and head 80 (where transformers' exponents are not the original's);
 - EVA-02: timm's ``RotaryEmbeddingCat`` as ``eva02_base_patch14_448`` creates it (32 x 32,
   ``ref_feat_shape`` 16 x 16), its ``[sin | cos]`` split;
+- ``model=`` alone: the module as its checkpoint's config builds it, over its image;
 - ``POST .../positions`` with the ids of a sequence of several images (Qwen-VL's,
   Pixtral's) against the modules at those ids;
 - ``POST .../apply`` against each model's apply function (Qwen's
@@ -573,6 +574,37 @@ def test_eva02(service: httpx.Client, grid: tuple[int, int]) -> None:
     sin, cos = eva02_rope(grid).get_embed().chunk(2, -1)
     ours = served(service, eva02_query(grid))
     measure(f"eva02 {grid[0]}x{grid[1]}", ours, rows_of(cos, sin))
+
+
+def checkpoint_table(model: str) -> tuple[Any, Any]:
+    """The module as the checkpoint's config builds it, over its image (Qwen-VL takes any:
+    a 448-pixel square in its config's patches)."""
+    torch = lib("torch")
+    if model in QWEN:
+        side = 448 // qwen_rotary(model)[1].patch_size
+        return rows_of(*qwen_table(model, (1, side, side)))
+    if model == "pixtral":
+        config = lib("transformers").PixtralVisionConfig()
+        side = config.image_size // config.patch_size
+        return rows_of(*pixtral_rotary()(torch.zeros(1), pixtral_ids(side, side)))
+    if model == "llama4":
+        freqs, _, _ = llama4_freqs("scout")
+        return rows_of(
+            freqs.real[:, 0].repeat_interleave(2, dim=-1),
+            freqs.imag[:, 0].repeat_interleave(2, dim=-1),
+        )
+    if model == "dinov3":
+        return rows_of(*dinov3_transformers(64, 224 // 16, 224 // 16))
+    sin, cos = eva02_rope((448 // 14, 448 // 14)).get_embed().chunk(2, -1)
+    return rows_of(cos, sin)
+
+
+@pytest.mark.parametrize(
+    "model", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "pixtral", "llama4", "dinov3", "eva02"]
+)
+def test_model_alone_is_the_checkpoint_s(service: httpx.Client, model: str) -> None:
+    """``model=`` and nothing else: the checkpoint's head, theta and image."""
+    measure(f"{model} alone", served(service, f"model={model}"), checkpoint_table(model))
 
 
 # apply ----------------------------------------------------------------------------------
