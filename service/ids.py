@@ -32,10 +32,11 @@ def ids_of(
     body: bytearray, kind: BodyFormat, integers: bool, axes: int, width: int, limits: Limits
 ) -> NDArray[Any]:
     """The posted ids, checked: shaped ``(L,)`` or ``(B, L)`` after a leading axis of
-    ``axes`` when there are several, their rows × ``width`` within the limits (before any
-    is converted), then non-negative integers within int64, or finite numbers. They keep
-    the dtype they were sent in (an .npy's are a view of the body): the rows' computation
-    converts a chunk at a time (uint8 ids as int64 would be eight times the body)."""
+    ``axes`` when there are several (or ``(L, axes)``, one coordinate list a row), their
+    rows × ``width`` within the limits (before any is converted), then non-negative
+    integers within int64, or finite numbers. They keep the dtype they were sent in (an
+    .npy's are a view of the body): the rows' computation converts a chunk at a time
+    (uint8 ids as int64 would be eight times the body)."""
     if not body:
         raise MalformedBody(f"the body is empty: send the position ids ({MEDIA_TYPES[kind]})")
     if kind == "json":
@@ -45,10 +46,12 @@ def ids_of(
         if integers and ids.dtype.kind not in "iu":
             raise InvalidInput("position_ids", f"must be integers, not {ids.dtype}")
     lead = (axes,) if axes > 1 else ()
+    if axes > 1 and ids.ndim == 2 and ids.shape[0] != axes and ids.shape[1] == axes:
+        ids = ids.T  # (L, axes), a list of coordinates: the same ids
     if ids.shape[: len(lead)] != lead or not 1 <= ids.ndim - len(lead) <= 2:
-        shapes = " or ".join(
-            f"({', '.join([*map(str, lead), *axis])})" for axis in (["L"], ["B", "L"])
-        )
+        given = [str(axes)] if lead else []
+        forms = [[*given, "L"], [*given, "B", "L"], *([["L", *given]] if lead else [])]
+        shapes = " or ".join(f"({', '.join(form)})" for form in forms)
         raise InvalidInput("position_ids", f"must be shaped {shapes}, not {ids.shape}")
     count = ids.size // axes
     limits.rows(count, width, "position ids × width")

@@ -357,6 +357,7 @@ def test_the_real_families_are_declared_on_the_same_seam() -> None:
         "sincos-2d",
         "sincos-3d",
         "rope-nd",
+        "vision-rotary",
     ]
     assert FAMILIES[1].family.arrays == ("cos", "sin")
     assert all(d.family.block is not None for d in FAMILIES[2:4])

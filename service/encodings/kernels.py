@@ -25,6 +25,7 @@ parameters. torch is imported only by :func:`use`: the numpy core never needs it
 from __future__ import annotations
 
 import importlib
+import math
 from types import ModuleType
 from typing import Any, Final, Literal, get_args
 
@@ -157,3 +158,15 @@ def pow(base: float | np.floating[Any] | NDArray[Any], exponents: NDArray[Any]) 
             wide = _torch.tensor(np.asarray(base, dtype=F32))
             return np.asarray(_torch.pow(wide, _torch_of(exponents)).numpy())
         return np.asarray(np.power(_narrow(base), _narrow(exponents)).astype(F32))
+
+
+def arange(stop: float, step: float) -> Float32Array:
+    """float32 ``arange(0, stop, step)`` of a fractional step (DINOv3's exponents in
+    transformers). torch's CPU kernel fills whole vectors from float32 bases (``base + k *
+    step`` rounded, the base itself ``step * index`` rounded), so some values are an ulp
+    from ``k * step`` rounded once, which the numpy engine gives."""
+    count = math.ceil(stop / step)
+    if _state["engine"] == "torch":
+        assert _torch is not None
+        return np.asarray(_torch.arange(0, stop, step, dtype=_torch.float32).numpy())
+    return np.asarray((np.arange(count, dtype=np.float64) * step).astype(F32))

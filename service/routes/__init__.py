@@ -18,6 +18,7 @@ from service.routes import (
     sinusoidal,
     temperature,
     timestep,
+    vision_rotary,
 )
 from service.web.declared import Declared
 from service.web.families import router
@@ -33,12 +34,14 @@ FAMILIES: tuple[Declared[Any, Any], ...] = (
     sincos.TABLE_2D,
     sincos.TABLE_3D,
     rope_nd.TABLE,
+    vision_rotary.TABLE,
 )
 ROUTERS: list[APIRouter] = [
     *map(router, FAMILIES),
     sinusoidal.router,
     rotary.router,
     rope_nd.router,
+    vision_rotary.router,
     mrope.router,
     pictures.router,
     ops.router,

@@ -70,6 +70,10 @@ REQUESTS: Final[dict[str, dict[str, Any]]] = {
         "inputs": [tensor("positions", [0, 1, 0, 1, 2, 3], "FP32", [3, 2])],
         "parameters": {"preset": "flux", "grid": "2,2"},
     },
+    "vision-rotary": {
+        "inputs": [tensor("positions", [0, 1, 1, 0], "INT64", [2, 2])],
+        "parameters": {"model": "pixtral", "grid": "2,2"},
+    },
     "sinusoidal-apply": {
         "inputs": [tensor("embeddings", [0.5] * 8, "FP32", [1, 2, 4])],
         "parameters": {"max_len": 2},
