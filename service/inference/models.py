@@ -32,6 +32,7 @@ from service.runtime import Runtime
 from service.schemas.rope_nd import RopeNdApplyQuery
 from service.schemas.rotary import RotaryApplyQuery
 from service.schemas.sinusoidal import ApplyQuery
+from service.schemas.vision_rotary import VisionRotaryApplyQuery
 from service.text import shown
 
 SERVER: Final = {"name": "positional-encodings", "version": __version__}
@@ -261,7 +262,21 @@ ROPE_ND_APPLY: Final = Model(
     ),
     _batch_bytes,
 )
-APPLY: Final = (SINUSOIDAL_APPLY, ROTARY_APPLY, ROPE_ND_APPLY)
+# (B, heads, L, head_dim), turned by the image's first L tokens with the model's pairs
+VISION_ROTARY_APPLY: Final = Model(
+    "vision-rotary-apply",
+    _HEADS,
+    _HEADS,
+    VisionRotaryApplyQuery,
+    frozenset({"format", "shape", "dtype"}),
+    _applied(
+        lambda query: Rotation("interleaved" if query.interleaved else "half"),
+        lambda query: 0,
+        lambda query: query.table_key("float32").tokens,
+    ),
+    _batch_bytes,
+)
+APPLY: Final = (SINUSOIDAL_APPLY, ROTARY_APPLY, ROPE_ND_APPLY, VISION_ROTARY_APPLY)
 # what a model of a table's rows decides from its positions: the GET's window
 # (``max_len`` stays a parameter: a scaling may read it, as longrope's choice of factors;
 # by default the positions' largest + 1)

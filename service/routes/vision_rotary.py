@@ -65,8 +65,7 @@ async def apply(
 ) -> Response:
     """Queries or keys (B, heads, L, head_dim) rotated by their patches' angles."""
     tokens = query.table_key("float32").tokens  # checked before the body is read
-    interleaved = vision_rotary.PRESETS[query.model].interleaved
-    kernel = Rotation("interleaved" if interleaved else "half")
+    kernel = Rotation("interleaved" if query.interleaved else "half")
     return await apply_response(
         request, runtime, query.format, kernel, query.key, 0, tokens, (query.shape, query.dtype)
     )

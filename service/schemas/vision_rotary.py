@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.codecs.types import Format
 from service.encodings.registry import DType, Rounding
 from service.encodings.vision_rotary import (
+    PRESETS,
     Implementation,
     Model,
     Normalize,
@@ -211,6 +212,11 @@ class VisionRotaryApplyQuery(VisionRotaryFields, RawBodyFields):
     format: Format | None = Field(
         None, description="Answer format (json, npy, npz, raw, safetensors); default the body's."
     )
+
+    @property
+    def interleaved(self) -> bool:
+        """Whether the model's apply turns pairs ``(2i, 2i+1)`` (else ``(i, i + d/2)``)."""
+        return PRESETS[self.model].interleaved
 
     def key(self, head_dim: int, dtype: DType) -> VisionRotaryKey:
         """The table for a batch of heads ``head_dim`` wide (the query's head_dim, checked,

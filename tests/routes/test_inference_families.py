@@ -100,7 +100,8 @@ def test_every_family_is_a_model_with_its_config(http: httpx.Client) -> None:
     assert [entry["name"] for entry in index] == MODELS
     assert {entry["state"] for entry in index} == {"READY"}
     families = {declared.family.name for declared in FAMILIES}
-    assert families | {"sinusoidal-apply", "rotary-apply", "rope-nd-apply"} == set(MODELS)
+    applies = {"sinusoidal-apply", "rotary-apply", "rope-nd-apply", "vision-rotary-apply"}
+    assert families | applies == set(MODELS)
     for name in MODELS:
         metadata = http.get(f"/v2/models/{name}").json()
         config = http.get(f"/v2/models/{name}/config").json()
@@ -420,21 +421,39 @@ def test_the_index_reads_its_optional_body(http: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_rope_nd_apply_is_its_v1_apply(
-    http: httpx.Client, clients: dict[str, Any], protocol: str
+@pytest.mark.parametrize(
+    ("family", "parameters", "shape"),
+    [
+        pytest.param(
+            "rope-nd",
+            {"preset": "flux", "grid": "2,2", "text_tokens": 1},
+            (1, 2, 5, 128),
+            id="rope-nd",
+        ),
+        pytest.param(
+            "vision-rotary", {"model": "llama4", "grid": "2,2"}, (1, 2, 5, 88), id="vision-rotary"
+        ),
+    ],
+)
+def test_grid_apply_models_are_their_v1_apply(
+    http: httpx.Client,
+    clients: dict[str, Any],
+    protocol: str,
+    family: str,
+    parameters: dict[str, Any],
+    shape: tuple[int, ...],
 ) -> None:
-    """rope-nd's apply endpoint is a model too: (B, heads, L, head_dim) turned by the
-    grid's table, as /v1/encodings/rope-nd/apply answers."""
-    parameters: dict[str, Any] = {"preset": "flux", "grid": "2,2", "text_tokens": 1}
-    x = np.random.default_rng(0).standard_normal((1, 2, 5, 128)).astype(np.float32)
+    """rope-nd's and vision-rotary's apply endpoints are models too: (B, heads, L,
+    head_dim) turned by the grid's table, as their /v1 apply answers."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     module = triton_http if protocol == "http" else triton_grpc
     given = module.InferInput("embeddings", list(x.shape), "FP32")
     given.set_data_from_numpy(x)
-    result = clients[protocol].infer("rope-nd-apply", [given], parameters=parameters)
+    result = clients[protocol].infer(f"{family}-apply", [given], parameters=parameters)
     buffer = io.BytesIO()
     np.save(buffer, x)
     response = http.post(
-        "/v1/encodings/rope-nd/apply",
+        f"/v1/encodings/{family}/apply",
         params={**parameters, "format": "npy"},
         content=buffer.getvalue(),
         headers={"content-type": "application/x-npy"},

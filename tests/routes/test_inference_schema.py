@@ -86,6 +86,10 @@ REQUESTS: Final[dict[str, dict[str, Any]]] = {
         "inputs": [tensor("embeddings", [0.25] * 512, "FP32", [1, 1, 4, 128])],
         "parameters": {"preset": "flux", "grid": "2,2"},
     },
+    "vision-rotary-apply": {
+        "inputs": [tensor("embeddings", [0.25] * 256, "FP32", [1, 1, 4, 64])],
+        "parameters": {"model": "pixtral", "grid": "2,2"},
+    },
 }
 
 
