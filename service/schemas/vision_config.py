@@ -203,8 +203,11 @@ def _default(vision: Reader) -> float:
 
 
 def _theta(vision: Reader, rope: Reader) -> float:
-    theta = rope.get("rope_theta")
-    return float(vision.get_or("rope_theta", _THETA) if theta is None else theta)
+    if rope.get("rope_theta") is not None:
+        return _positive_number(rope, "rope_theta")
+    if vision.get("rope_theta") is not None:
+        return _positive_number(vision, "rope_theta")
+    return float(vision.get_or("rope_theta", _THETA))
 
 
 def _own(vision: Reader) -> float:

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 import pytest
 
+from service.encodings import vision_rotary
 from service.errors import InvalidInput, InvalidParameter
 from service.schemas import vision_config
 from service.schemas.vision_config import TYPES, Holder, Tower, vision_rotary_query
@@ -348,6 +349,13 @@ def test_a_video_s_frames_fill_temporal_patches(frames: int, temporal: int) -> N
             id="pixtral-scaled",
         ),
         pytest.param(
+            {**PIXTRAL_12B, "rope_parameters": {"rope_theta": -1}},
+            IMAGE,
+            "rope_parameters.rope_theta",
+            "positive number",
+            id="pixtral-theta",
+        ),
+        pytest.param(
             {**DINOV3_S16, "rope_theta": 0},
             IMAGE,
             "rope_theta",
@@ -424,11 +432,14 @@ def test_an_image_the_model_cannot_take_is_refused_naming_the_parameter(
 
 def test_every_model_s_config_reads_a_tower_of_the_table() -> None:
     """Each holder names a tower record (LLaVA's default, CLIP, has no rotary); each tower
-    reads its width and heads under its class's names, with a default for each."""
+    is a model of the GET that takes what it reads, and reads its width and heads under its
+    class's names, with a default for each."""
     for name, record in TYPES.items():
         if isinstance(record, Holder):
             assert isinstance(TYPES.get(record.tower), Tower) or name == "llava", name
             continue
+        takes = vision_rotary.PRESETS[record.model].takes
+        assert {"head_dim", "theta", *record.reads} <= set(takes), name
         defaults, names = record.config.defaults, record.config.names
         for field in (record.width, "num_attention_heads", "patch_size", *record.reads):
             assert names.get(field, field) in defaults, (name, field)
