@@ -17,7 +17,13 @@ config classes and modules, built from the same config (``from_dict``, through
   a one-layer ``PixtralVisionModel`` and of DINOv3's rotary module over pixels of that size,
   Llama 4's table's rows;
 - each record's defaults are its class's (``cls()``), and each model's config's vision
-  class and ``init_kwargs`` (Mistral 3's) are the record's.
+  class and ``init_kwargs`` (Mistral 3's) are the record's;
+- ``POST /v1/encodings/vision-rotary/from-config`` of each config serves the module's own
+  cos and sin bit for bit (the torch engine), at the ids its model makes
+  (``get_vision_position_ids`` for Qwen-VL, ``PixtralVisionModel.forward``'s meshgrid,
+  Llama 4's ``freqs_ci`` each pair's value twice, DINOv3's module over pixels of that
+  size); the share of entries bit for bit and the largest difference are written to
+  ``artifacts/conformance-vision-config.json``.
 
 Needs the conformance extra."""
 
@@ -26,10 +32,13 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import io
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+import httpx
 import numpy as np
 import pytest
 
@@ -42,6 +51,7 @@ from tests.schemas.test_vision_config import (
     QWEN25_7B,
     SCOUT,
 )
+from tests.support import ROOT
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
@@ -53,9 +63,23 @@ if _missing and not os.environ.get("CONFORMANCE_REQUIRED"):
     )
 
 
+ARTIFACT: Final = ROOT / "artifacts" / "conformance-vision-config.json"
+FIGURES: Final[dict[str, dict[str, Any]]] = {}
+
+
 @functools.cache
 def lib(name: str) -> Any:
     return importlib.import_module(name)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def figures() -> Iterator[None]:
+    """The measured figures, written once the module's tests have run."""
+    yield
+    if FIGURES:
+        ARTIFACT.parent.mkdir(exist_ok=True)
+        ARTIFACT.write_text(json.dumps(FIGURES, indent=1, sort_keys=True) + "\n")
+        print("\n\nConformance, vision-rotary from-config:\n" + json.dumps(FIGURES, indent=1))
 
 
 def classes() -> Mapping[str, Any]:
@@ -72,6 +96,10 @@ CASES: Final[dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
         IMAGE,
     ),
     "qwen2_5_vl-7b": ({"model_type": "qwen2_5_vl", "vision_config": QWEN25_7B}, IMAGE),
+    "qwen2_5_vl-7b-windows": (
+        {"model_type": "qwen2_5_vl", "vision_config": QWEN25_7B},
+        {"height": 336, "width": 644, "window_index": True},
+    ),
     "qwen2_5_vl-defaults-head-224": ({"model_type": "qwen2_5_vl"}, IMAGE),
     "qwen2_5_vl-vision-legacy-theta": (
         {**QWEN25_7B, "model_type": "qwen2_5_vl_vision", "rope_theta": 500.0},
@@ -130,7 +158,7 @@ def rotary_of(tower: Tower, config: Any) -> Any:
     """The record's rotary module (``models/x/modeling_x.py, Class``) built from ``config``."""
     path, name = tower.rotary.split(", ")
     module = lib("transformers." + path.removesuffix(".py").replace("/", "."))
-    return getattr(module, name)(config)
+    return getattr(module, name)(config).eval()  # DINOv3's augments its positions in training
 
 
 def table_of(rotary: Any) -> Any:
@@ -264,3 +292,55 @@ def test_a_model_s_vision_class_and_init_kwargs_are_its_record_s(name: str) -> N
         given = classes()[name].from_dict({"vision_config": {}}).vision_config
         for field, value in tower.config.defaults.items():
             assert getattr(given, field) == value, (name, field)
+
+
+def module_table(tower: Tower, vision: Any, query: dict[str, Any], asked: dict[str, Any]) -> Any:
+    """The module's cos and sin of every token, in its model's order and the served layout."""
+    torch = lib("torch")
+    rotary = rotary_of(tower, vision)
+    grid = list(map(int, query["grid"].split(",")))
+    if query["model"].startswith("qwen"):
+        vision_utils = lib("transformers.vision_utils")
+        merge = query["spatial_merge_size"]
+        ids = vision_utils.get_vision_position_ids(torch.tensor([grid]), merge)
+        cos, sin = rotary(torch.zeros(1), ids)
+        if not asked.get("window_index"):
+            return cos, sin
+        # as Qwen2_5_VisionTransformerPretrainedModel.forward: blocks of merge² rows taken
+        # in the windows' order
+        order, _ = vision_utils.get_vision_window_index(
+            torch.tensor([grid]), merge, query["window_size"], query["patch_size"]
+        )
+        return tuple(part.reshape(len(order), -1)[order].reshape(part.shape) for part in (cos, sin))
+    if query["model"] == "pixtral":  # PixtralVisionModel.forward's ids of one image
+        rows, columns = torch.meshgrid(torch.arange(grid[0]), torch.arange(grid[1]), indexing="ij")
+        return rotary(torch.zeros(1), torch.stack([rows.flatten(), columns.flatten()], dim=-1))
+    if query["model"] == "llama4":  # complex pair i is columns (2i, 2i + 1)
+        pairs = rotary.freqs_ci[:, 0, :]
+        return pairs.real.repeat_interleave(2, -1), pairs.imag.repeat_interleave(2, -1)
+    return rotary(torch.zeros(1, 3, asked["height"], asked["width"]))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_from_config_serves_the_module_s_table(service: httpx.Client, name: str) -> None:
+    posted, asked = CASES[name]
+    query = vision_rotary_query(posted, asked).tables[""]
+    vision = vision_of(posted)
+    answer = service.post(
+        "/v1/encodings/vision-rotary/from-config", params={**asked, "format": "npz"}, json=posted
+    )
+    assert answer.status_code == 200, answer.text
+    with np.load(io.BytesIO(answer.content), allow_pickle=False) as archive:
+        ours = np.concatenate([archive["cos"], archive["sin"]])
+    theirs = np.concatenate(
+        [part.numpy() for part in module_table(tower_of(vision.model_type), vision, query, asked)]
+    )
+    assert ours.dtype == theirs.dtype == np.float32
+    assert ours.shape == theirs.shape
+    difference = np.abs(ours.astype(np.float64) - theirs)
+    FIGURES[name] = {
+        "entries": int(ours.size),
+        "bit_for_bit": float((ours.view(np.int32) == theirs.view(np.int32)).mean()),
+        "largest_difference": float(difference.max(initial=0.0)),
+    }
+    np.testing.assert_array_equal(ours.view(np.int32), theirs.view(np.int32))
