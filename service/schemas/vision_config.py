@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.codecs.types import Format
 from service.encodings.registry import DType, Rounding
+from service.encodings.vision_rotary import Model
 from service.errors import InvalidInput, InvalidParameter
 from service.schemas import hf_config
 from service.schemas.common import Read
@@ -203,17 +204,16 @@ def _default(vision: Reader) -> float:
 
 
 def _theta(vision: Reader, rope: Reader) -> float:
-    if rope.get("rope_theta") is not None:
-        return _positive_number(rope, "rope_theta")
-    if vision.get("rope_theta") is not None:
-        return _positive_number(vision, "rope_theta")
+    for where in (rope, vision):
+        if where.get("rope_theta") is not None:
+            return _positive_number(where, "rope_theta")
     return float(vision.get_or("rope_theta", _THETA))
 
 
 def _own(vision: Reader) -> float:
     """DINOv3's ``rope_theta``, a field of its class (default 100.0), which
     ``DINOv3ViTRopePositionEmbedding`` reads; its ``rope_parameters`` are not read."""
-    return float(_positive_number(vision, "rope_theta"))
+    return _positive_number(vision, "rope_theta")
 
 
 def _positive_number(config: Reader, name: str) -> float:
@@ -236,7 +236,7 @@ class Tower:
     patches of the image asked for. ``reads``: the fields given as the ``GET``'s
     parameters of the same names (Qwen-VL's merge, Qwen2.5-VL's window)."""
 
-    model: str
+    model: Model
     rotary: str
     config: ModelType
     theta: Callable[[Reader], float]
