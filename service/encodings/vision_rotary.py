@@ -104,8 +104,9 @@ class Preset:
     (``settings``: what a request that names only the model gets), the parameters a client
     may give (``takes``), how its rows are ordered (``order``: ``blocks`` of
     ``spatial_merge_size``², ``rows``, or ``rows`` then a ``class`` token), how its pairs
-    are laid out (``interleaved``: pairs ``(2i, 2i+1)``; else halves) and which axis turns the
-    first half of them (``first``: 0 the row, 1 the column)."""
+    are laid out (``interleaved``: pairs ``(2i, 2i+1)``; else halves), which axis turns the
+    first half of them (``first``: 0 the row, 1 the column), the checkpoint it describes
+    and its image's grid."""
 
     name: Model
     description: str
@@ -116,6 +117,9 @@ class Preset:
     interleaved: bool = False
     first: int = 0
     checkpoint: str = ""
+    # the grid a request that gives none gets: the checkpoint's image in patches (Qwen-VL's
+    # take any size: a 448-pixel square)
+    image: tuple[int, int, int] = (1, 32, 32)
 
     @property
     def arithmetic(self) -> str:
@@ -182,6 +186,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             _QWEN_TAKES,
             order="blocks",
             checkpoint="Qwen/Qwen3-VL-8B-Instruct",
+            image=(1, 28, 28),
         ),
         Preset(
             "pixtral",
@@ -203,6 +208,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             ),
             {"head_dim": 64, "theta": 10000.0},
             checkpoint="mistral-community/pixtral-12b",
+            image=(1, 64, 64),
         ),
         Preset(
             "llama4",
@@ -228,6 +234,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             interleaved=True,
             first=1,
             checkpoint="meta-llama/Llama-4-Scout-17B-16E",
+            image=(1, 24, 24),
         ),
         Preset(
             "dinov3",
@@ -258,6 +265,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             {"head_dim": 64, "theta": 100.0, "implementation": "transformers"},
             ("head_dim", "theta", "implementation", "normalize_coords", "periods_dtype"),
             checkpoint="facebook/dinov3-vits16-pretrain-lvd1689m",
+            image=(1, 14, 14),
         ),
         Preset(
             "eva02",
