@@ -177,6 +177,26 @@ EXAMPLES: Final = {
         },
         {"grid": "1,1", "preset": "flux"},
     ),
+    "getVisionRotaryTableFromConfig": Example(
+        {
+            "qwen2.5-vl-7b": (
+                "Qwen2.5-VL-7B-Instruct's config.json, the fields its vision tower's RoPE "
+                "reads (a 448 × 644 image)",
+                {
+                    "model_type": "qwen2_5_vl",
+                    "vision_config": {
+                        "hidden_size": 1280,
+                        "num_heads": 16,
+                        "patch_size": 14,
+                        "spatial_merge_size": 2,
+                        "temporal_patch_size": 2,
+                        "window_size": 112,
+                    },
+                },
+            )
+        },
+        {"height": 448, "width": 644, "stop": 8},
+    ),
     "getVisionRotaryAtPatches": Example(
         {
             "qwen2.5-vl": (
