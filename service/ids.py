@@ -1,5 +1,6 @@
 """Transport-free answers about position ids: a family's rows at posted ids (checked, then
-computed a chunk of ids at a time), and M-RoPE's ``(3, L)`` ids for a sequence's layout.
+computed a chunk of ids at a time), M-RoPE's ``(3, L)`` ids for a sequence's layout, and
+Qwen3-VL's bilinear indices and weights into its learned position table.
 They take parsed values and return encoded answers; HTTP is the web toolkit's business."""
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from numpy.typing import NDArray
 
 from service import batches, codecs
 from service.codecs import npy
-from service.codecs.types import MEDIA_TYPES, BodyFormat, Encoded, Format
-from service.encodings import mrope_positions, registry
+from service.codecs.types import MEDIA_TYPES, BodyFormat, Encoded, Format, Parts
+from service.encodings import mrope_positions, registry, vision_interpolation
 from service.encodings.registry import Key, Rows
 from service.errors import InvalidInput, MalformedBody
 from service.limits import Limits
@@ -146,4 +147,23 @@ def mrope_ids(
     document: dict[str, Any] = {**fields, "length": length, "rope_delta": delta}
     body = orjson.dumps({**document, "position_ids": ids}, option=orjson.OPT_SERIALIZE_NUMPY)
     encoded = {"content-type": MEDIA_TYPES["json"], **said}, body
+    return codecs.gzip(encoded) if gzip else encoded
+
+
+def interpolation(
+    grid: vision_interpolation.Grid,
+    num_grid_per_side: int,
+    spatial_merge_size: int,
+    fields: Mapping[str, Any],
+    fmt: Format,
+    gzip: bool,
+) -> Encoded:
+    """Qwen3-VL's ``(N, 4)`` int64 indices and float32 weights for ``grid``: JSON with
+    ``fields`` and their ``shape``, or ``npz`` members ``indices`` and ``weights`` (a worker
+    thread)."""
+    indices, weights = vision_interpolation.indices_and_weights(
+        grid, num_grid_per_side, spatial_merge_size
+    )
+    arrays: dict[str, Parts] = {"indices": [indices], "weights": [weights]}
+    encoded = codecs.encode_named(fmt, {**fields, "shape": list(indices.shape)}, arrays)
     return codecs.gzip(encoded) if gzip else encoded

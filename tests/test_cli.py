@@ -94,6 +94,9 @@ def assert_help_prints_usage_and_starts_nothing(run: Run) -> None:
         ("alibi", "raw", {"num_heads": "3", "max_len": "5"}, "/v1/biases/alibi"),
         ("alibi-slopes", "safetensors", {"num_heads": "12"}, "/v1/biases/alibi/slopes"),
         ("timestep", "npy", {"max_len": "1000", "dim": "320", "preset": "unet"}, None),
+        # Qwen2.5-VL-7B's vision tower over 4 x 4 patches (56 x 56 pixels)
+        ("vision-rotary", "npz", {"model": "qwen2_5_vl", "grid": "1,4,4"}, None),
+        ("vision-rotary", "json", {"model": "llama4", "height": "3", "width": "3"}, None),
     ],
 )
 def test_an_export_is_the_http_answer(

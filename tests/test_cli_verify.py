@@ -67,6 +67,24 @@ def test_a_served_table_matches_and_exits_0(table: Path, http: httpx.Client) -> 
     assert json.loads(as_json.stdout) == orjson.loads(route.content)
 
 
+def test_a_vision_tower_s_table_is_checked_by_its_model_and_grid(
+    tmp_path: Path, http: httpx.Client
+) -> None:
+    qwen = {"model": "qwen2_5_vl", "grid": "1,8,16"}
+    answer = http.get("/v1/encodings/vision-rotary", params={**qwen, "format": "npz"})
+    answer.raise_for_status()
+    path = tmp_path / "vision.npz"
+    path.write_bytes(answer.content)
+    claim = ["--param", "model=qwen2_5_vl", "--param", "grid=1,8,16"]
+    done = main_in_process("verify", str(path), "--family", "vision-rotary", *claim)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(b"match: bitwise\n")
+    # two windows of 4 x 4 merged tokens side by side: the windowed order is another table
+    windowed = [*claim, "--param", "window_index=true"]
+    moved = main_in_process("verify", str(path), "--family", "vision-rotary", *windowed)
+    assert moved.returncode == 1, moved.stderr
+
+
 def test_a_wrong_base_exits_1_with_its_diagnosis(table: Path) -> None:
     done = main_in_process(
         "verify", str(table), "--family", "rotary", "--param", "head_dim=8", "--param", "base=20000"

@@ -261,6 +261,33 @@ export interface RopeNdParams extends Params {
   dtype?: DType;
 }
 
+/** A vision tower's 2-D RoPE table: the model, the image's grid, and what the model takes
+ * (its checkpoint's by default; one it does not take is refused). */
+export interface VisionRotaryParams extends Params {
+  model: "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl" | "pixtral" | "llama4" | "dinov3" | "eva02";
+  /** The image's grid in patches: [H, W], or [T, H, W] for Qwen-VL's frames. */
+  grid: number[] | string;
+  headDim?: number;
+  theta?: number;
+  /** Qwen-VL: the side of the blocks of patches its merger joins (2). */
+  spatialMergeSize?: number;
+  /** qwen2_5_vl: rows in its windowed attention's order; windowSize, patchSize in pixels. */
+  windowIndex?: boolean;
+  windowSize?: number;
+  patchSize?: number;
+  /** dinov3: transformers, original or timm; eva02: timm. */
+  implementation?: "transformers" | "original" | "timm";
+  normalizeCoords?: "separate" | "min" | "max";
+  periodsDtype?: "float32" | "bfloat16";
+  /** eva02: the pre-training grid positions are rescaled to, [rows, columns]. */
+  refFeatShape?: number[] | string;
+  gridOffset?: number;
+  start?: number;
+  stop?: number;
+  rounding?: "library" | "exact";
+  dtype?: DType;
+}
+
 /** What a diffusers transformer's config.json does not say: the image's size in pixels. */
 export interface RopeNdFromConfigParams extends Params {
   height: number;
@@ -648,6 +675,20 @@ export class Client {
   ): Promise<Tensor>;
   /** `POST /v1/encodings/rope-nd/from-config`: a diffusers transformer's, from its config. */
   ropeNdFromConfig(config: Config, params: RopeNdFromConfigParams): Promise<CosSin>;
+  /** `GET /v1/encodings/vision-rotary`: a vision tower's 2-D RoPE, `{cos, sin}` each
+   * `[tokens, headDim]`. */
+  visionRotary(params: VisionRotaryParams): Promise<CosSin>;
+  /** `POST /v1/encodings/vision-rotary/positions`: at patch coordinates `[2][L]` or
+   * `[L][2]`, `{cos, sin}`. */
+  visionRotaryPositions(
+    coordinates: ArrayLike<ArrayLike<number>>,
+    params: Omit<VisionRotaryParams, "start" | "stop">,
+  ): Promise<CosSin>;
+  /** `POST /v1/encodings/vision-rotary/apply`: `[B, heads, L, headDim]` rotated. */
+  visionRotaryApply(
+    tensor: Tensor,
+    params: Omit<VisionRotaryParams, "start" | "stop" | "dtype"> & { body?: "raw" | "npy" },
+  ): Promise<Tensor>;
   alibiSlopes(params: SlopesParams): Promise<Tensor>;
   alibiBias(params: BiasParams): Promise<Tensor>;
   apply(tensor: Tensor, params?: ApplyParams): Promise<Tensor>;

@@ -590,6 +590,31 @@ export class Client {
     return cosSin(await this.tensor("POST", "/v1/encodings/rope-nd/from-config", params, init));
   }
 
+  /** A vision tower's 2-D RoPE `{cos, sin}`, each `[tokens, headDim]`: one row a patch
+   * token of an image of `grid` patches (`[H, W]`, or `[T, H, W]` for Qwen-VL's frames) in
+   * the `model`'s token order ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "pixtral", "llama4",
+   * "dinov3", "eva02"), in the layout its apply reads; its checkpoint's parameters unless
+   * given. */
+  async visionRotary(params) {
+    return cosSin(await this.encoding("vision-rotary", params));
+  }
+
+  /** `{cos, sin}` at patch `coordinates` (integers: rows then columns `[2][L]`, or a
+   * `[row, column]` a token, `[L][2]`), `[L, headDim]` each; `params` as `visionRotary`
+   * takes them. */
+  async visionRotaryPositions(coordinates, params) {
+    const body = JSON.stringify({ position_ids: idsOf(coordinates) });
+    const init = { body, headers: { "content-type": "application/json" } };
+    return cosSin(await this.tensor("POST", "/v1/encodings/vision-rotary/positions", params, init));
+  }
+
+  /** Queries or keys `[B, heads, L, headDim]` rotated by the table of the image's first L
+   * tokens as the model's apply does (float32; rotate-half for Qwen-VL, Pixtral and DINOv3,
+   * interleaved pairs for Llama 4 and EVA-02). */
+  async visionRotaryApply(tensor, params) {
+    return this.applyTo("/v1/encodings/vision-rotary/apply", tensor, params);
+  }
+
   /** The ALiBi slopes of `numHeads` heads. */
   async alibiSlopes(params) {
     return only(await this.tensor("GET", "/v1/biases/alibi/slopes", params));

@@ -42,6 +42,7 @@ from service.encodings import _exact, _library, kernels
 from service.encodings.registry import (
     DTYPES,
     ROUNDINGS,
+    Angles,
     Audit,
     AuditPath,
     Bound,
@@ -103,8 +104,9 @@ class Preset:
     (``settings``: what a request that names only the model gets), the parameters a client
     may give (``takes``), how its rows are ordered (``order``: ``blocks`` of
     ``spatial_merge_size``², ``rows``, or ``rows`` then a ``class`` token), how its pairs
-    are laid out (``interleaved``: pairs ``(2i, 2i+1)``; else halves) and which axis turns the
-    first half of them (``first``: 0 the row, 1 the column)."""
+    are laid out (``interleaved``: pairs ``(2i, 2i+1)``; else halves), which axis turns the
+    first half of them (``first``: 0 the row, 1 the column), the checkpoint it describes
+    and its image's grid."""
 
     name: Model
     description: str
@@ -115,6 +117,9 @@ class Preset:
     interleaved: bool = False
     first: int = 0
     checkpoint: str = ""
+    # the grid a request that gives none gets: the checkpoint's image in patches (Qwen-VL's
+    # take any size: a 448-pixel square)
+    image: tuple[int, int, int] = (1, 32, 32)
 
     @property
     def arithmetic(self) -> str:
@@ -181,6 +186,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             _QWEN_TAKES,
             order="blocks",
             checkpoint="Qwen/Qwen3-VL-8B-Instruct",
+            image=(1, 28, 28),
         ),
         Preset(
             "pixtral",
@@ -202,6 +208,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             ),
             {"head_dim": 64, "theta": 10000.0},
             checkpoint="mistral-community/pixtral-12b",
+            image=(1, 64, 64),
         ),
         Preset(
             "llama4",
@@ -227,6 +234,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             interleaved=True,
             first=1,
             checkpoint="meta-llama/Llama-4-Scout-17B-16E",
+            image=(1, 24, 24),
         ),
         Preset(
             "dinov3",
@@ -257,6 +265,7 @@ PRESETS: Final[Mapping[str, Preset]] = {
             {"head_dim": 64, "theta": 100.0, "implementation": "transformers"},
             ("head_dim", "theta", "implementation", "normalize_coords", "periods_dtype"),
             checkpoint="facebook/dinov3-vits16-pretrain-lvd1689m",
+            image=(1, 14, 14),
         ),
         Preset(
             "eva02",
@@ -710,13 +719,69 @@ def _float32_positions(key: VisionRotaryKey, rows: NDArray[np.int64]) -> Values:
     return np.concatenate([cos, sin], axis=1).astype(F32).astype(np.float64)
 
 
+def _pair_frequencies(key: VisionRotaryKey) -> Values:
+    """The formula's frequency of each pair (row then column quarters; DINOv3's times 2 pi:
+    its positions are the centres)."""
+    first, second = _exact_frequencies(key)
+    return np.concatenate([first[0] + first[1], second[0] + second[1]])
+
+
+def _library_pair_frequencies(key: VisionRotaryKey) -> NDArray[np.float32]:
+    """The library's frequency of each pair, in float32 (DINOv3's ``2 pi / period``)."""
+    first, second = _library_frequencies(key)
+    both = np.concatenate([first, second])
+    if key.model != "dinov3":
+        return both
+    turned = _TWO_PI32 * both if key.implementation == "transformers" else _TWO_PI32 / both
+    return np.asarray(turned, F32)
+
+
+def _turned(key: VisionRotaryKey, at_: NDArray[np.float32], inverse: NDArray[np.float32]) -> Values:
+    """float32 entries at one position per row with these frequencies (each pair's cos, then
+    its sin)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        angles = at_[:, None] * inverse[None, :]
+        return np.concatenate([kernels.cos(angles), kernels.sin(angles)], axis=1).astype(np.float64)
+
+
+def _received(key: VisionRotaryKey, rows: NDArray[np.int64]) -> tuple[Values, Values]:
+    """Per token and pair: its position as the formula has it and as the library computes
+    it in float32 (Llama 4's class token: 0)."""
+    given = patches(key, rows).T
+    unturned = given[0] < 0
+    first = PRESETS[key.model].first
+    quarter = key.head_dim // 4
+    wide = np.empty((len(rows), 2 * quarter))
+    narrow = np.empty_like(wide)
+    for place, axis in enumerate((first, 1 - first)):
+        index = np.where(unturned, 0, given[axis])
+        pairs = slice(place * quarter, (place + 1) * quarter)
+        wide[:, pairs] = np.where(unturned, 0.0, _exact_coordinates(key, index, axis))[:, None]
+        narrow[:, pairs] = np.where(unturned, 0.0, _coordinates32(key, index, axis))[:, None]
+    return wide, narrow
+
+
 AUDIT: Final[Audit[VisionRotaryKey]] = Audit(
     exact=replacing(rounding="exact", dtype="float64", periods_dtype="float32"),
     library=replacing(rounding="library", dtype="float32"),
     width=lambda key: key.head_dim,
     entries=entries,
     extent=lambda key, max_len: min(max_len, key.tokens),
-    paths=("library", "bf16-table", "fp16-table"),
+    angles=Angles(
+        pairs=lambda key: key.head_dim // 2,
+        exact=_pair_frequencies,
+        library=_library_pair_frequencies,
+        turned=_turned,
+        attention=lambda key: 1.0,
+        # CUDA's powf: 4 ulp (the CPU's: 1)
+        ulps=lambda key: 5.0,
+        received=_received,
+        device="What a GPU's math library may produce (an estimate): an envelope from the "
+        "documented ulp bounds of CUDA's pow (4 ulp), sin and cos (2 ulp), at each pair's "
+        "position as the model computes it in float32 (DINOv3's centres, EVA-02's rescaled "
+        "positions).",
+    ),
+    paths=("library", "bf16-table", "fp16-table", "device"),
     own=(
         AuditPath(
             "bf16-periods",

@@ -18,6 +18,7 @@ from service.routes import (
     sinusoidal,
     temperature,
     timestep,
+    vision_interpolation,
     vision_rotary,
 )
 from service.web.declared import Declared
@@ -43,6 +44,7 @@ ROUTERS: list[APIRouter] = [
     rope_nd.router,
     vision_rotary.router,
     mrope.router,
+    vision_interpolation.router,
     pictures.router,
     ops.router,
     explorer.router,

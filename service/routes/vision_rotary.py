@@ -11,6 +11,8 @@ from fastapi import APIRouter, Query, Request, Response
 from service import handlers
 from service.encodings import vision_rotary
 from service.encodings.rotation import Rotation
+from service.schemas.hf_config import read_config
+from service.schemas.vision_config import SIZE, VisionRotaryFromConfig, vision_rotary_query
 from service.schemas.vision_rotary import (
     VisionRotaryApplyQuery,
     VisionRotaryDocument,
@@ -40,6 +42,24 @@ TABLE: Final = declared.Declared(
     shape="2,tokens,head_dim",
     width_name="2 × head_dim",
     audit=True,
+    from_document=declared.FromDocument(
+        read=read_config,
+        fields=vision_rotary_query,
+        query=VisionRotaryFromConfig,
+        summary="A vision tower's 2-D RoPE from its model's config.json (model_type and its "
+        "vision_config, each field a config leaves out its transformers class's default) "
+        "over an image of height x width pixels (a video's frames): Qwen-VL's patches of "
+        "images its processor has resized to multiples of patch_size x spatial_merge_size, "
+        "Pixtral's and DINOv3's whole patches, Llama 4's tile. X-Config-Fields says which "
+        "fields it read, and the defaults it took.",
+        operation_id="getVisionRotaryTableFromConfig",
+        body="A model's config.json, or its vision_config: Qwen2-VL, Qwen2.5-VL, Qwen3-VL "
+        "(and MoE), Llama 4, LLaVA or Mistral 3 with a Pixtral tower (model_type qwen2_vl, "
+        "qwen2_5_vl, qwen3_vl, qwen3_vl_moe, llama4, llava, mistral3), or a vision config "
+        "(qwen2_vl_vision, qwen2_5_vl_vision, qwen3_vl_vision, qwen3_vl_moe_vision, pixtral, "
+        "llama4_vision_model, dinov3_vit).",
+        reading=SIZE,
+    ),
     positions=declared.Positions(
         summary="cos and sin at posted patch coordinates "
         '({"position_ids": [[rows...], [columns...]]} shaped (2, L), or an .npy): one row each.',

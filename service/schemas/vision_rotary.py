@@ -42,7 +42,10 @@ class VisionRotaryFields(BaseModel):
         None,
         max_length=64,
         description="The image's grid in patches, comma-separated: H,W, or T,H,W for Qwen-VL's "
-        "frames (in temporal patches). Or height and width.",
+        "frames (in temporal patches). Or height and width. Default: the checkpoint's image "
+        "(Pixtral-12B 1024 px: 64,64; Llama 4 336 px: 24,24; DINOv3 224 px: 14,14; EVA-02 448 "
+        "px: 32,32; Qwen-VL, any size: a 448-pixel square, 32,32 (Qwen3-VL's 16-pixel patches: "
+        "28,28)).",
     )
     height: int | None = Field(
         None, ge=1, le=_SIDE, description="The grid's rows in patches (instead of grid)."
@@ -117,8 +120,10 @@ class VisionRotaryFields(BaseModel):
             grid = integers("grid", self.grid, 3) or ()
         elif self.height is not None and self.width is not None:
             grid = (self.height, self.width)
+        elif self.height is None and self.width is None:
+            grid = PRESETS[self.model].image
         else:
-            raise InvalidParameter("grid", "give the grid in patches (H,W), or height and width")
+            raise InvalidParameter("grid", "give both height and width in patches (or grid)")
         if len(grid) < 2 or any(size > POSITION_CEILING for size in grid):
             raise InvalidParameter("grid", "must name H,W or T,H,W positive sizes in patches")
         given: dict[str, Any] = {

@@ -177,6 +177,35 @@ EXAMPLES: Final = {
         },
         {"grid": "1,1", "preset": "flux"},
     ),
+    "getVisionRotaryTableFromConfig": Example(
+        {
+            "qwen2.5-vl-7b": (
+                "Qwen2.5-VL-7B-Instruct's config.json, the fields its vision tower's RoPE "
+                "reads (a 448 × 644 image)",
+                {
+                    "model_type": "qwen2_5_vl",
+                    "vision_config": {
+                        "hidden_size": 1280,
+                        "num_heads": 16,
+                        "patch_size": 14,
+                        "spatial_merge_size": 2,
+                        "temporal_patch_size": 2,
+                        "window_size": 112,
+                    },
+                },
+            )
+        },
+        {"height": 448, "width": 644, "stop": 8},
+    ),
+    "getVisionRotaryAtPatches": Example(
+        {
+            "qwen2.5-vl": (
+                "Three patches (row, column) of a 4 x 8 grid, Qwen2.5-VL-7B's vision tower",
+                {"position_ids": [[0, 1, 3], [0, 6, 7]]},
+            )
+        },
+        {"model": "qwen2_5_vl", "grid": "4,8"},
+    ),
     "getSincos2DTableFromConfig": Example(
         {
             "sd3.5-medium": (
@@ -296,6 +325,15 @@ EXAMPLES: Final = {
             )
         },
         {"grid": "2,2", "axes_dim": "4,4"},
+    ),
+    "applyVisionRotary": Example(
+        {
+            "batch": (
+                "A head's four patches (a 2x2 grid) of 8 numbers, Pixtral's pairs",
+                {"embeddings": _EMBEDDINGS},
+            )
+        },
+        {"model": "pixtral", "grid": "2,2", "head_dim": 8},
     ),
     "inferModel": _INFER,
     "inferModelVersion": _INFER,

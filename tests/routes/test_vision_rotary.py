@@ -49,6 +49,21 @@ def test_json_states_the_checkpoint_s_parameters(http: httpx.Client) -> None:
     assert document["cos"][576] == [1.0] * 88
 
 
+@pytest.mark.parametrize(
+    ("model", "tokens"),
+    [
+        pytest.param("llama4", 577, id="llama4"),
+        pytest.param("dinov3", 196, id="dinov3"),
+        pytest.param("eva02", 1024, id="eva02"),
+        pytest.param("pixtral", 4096, id="pixtral"),
+        pytest.param("qwen3_vl", 784, id="qwen3-vl"),
+    ],
+)
+def test_without_a_grid_the_checkpoint_s_image(http: httpx.Client, model: str, tokens: int) -> None:
+    answer = http.get(TABLE, params={"model": model, "format": "npz"})
+    assert npz(answer)["cos"].shape[0] == tokens
+
+
 def test_window_index_reorders_the_rows(http: httpx.Client) -> None:
     query = {"model": "qwen2_5_vl", "grid": "1,4,12", "format": "npz"}
     plain = npz(http.get(TABLE, params=query))["cos"]
@@ -102,11 +117,14 @@ def test_the_audit_measures_bf16_periods(http: httpx.Client) -> None:
     answer = http.get("/v1/audit/vision-rotary", params={"model": "dinov3", "grid": "14,14"})
     assert answer.status_code == 200, answer.text
     paths = {path["name"]: path for path in answer.json()["paths"]}
-    assert {"library", "bf16-table", "bf16-periods", "float32-positions"} <= paths.keys()
+    assert {"library", "bf16-table", "bf16-periods", "float32-positions", "device"} <= set(paths)
     worst = max(band["max_error"] for band in paths["bf16-periods"]["bands"])
     assert 1e-3 < worst < 1e-2
     library = max(band["max_error"] for band in paths["library"]["bands"])
     assert library < 1e-6
+    # the library's float32 table is within what a device may give
+    device = max(band["max_error"] for band in paths["device"]["bands"])
+    assert library <= device < 1e-4
 
 
 def test_presets_list_each_model(http: httpx.Client) -> None:
@@ -122,7 +140,7 @@ def test_presets_list_each_model(http: httpx.Client) -> None:
     [
         pytest.param({"model": "qwen2_vl", "grid": "5,4"}, "grid", id="merge"),
         pytest.param({"model": "qwen2_vl", "grid": "4,4", "head_dim": 78}, "head_dim", id="head"),
-        pytest.param({"model": "pixtral"}, "grid", id="no-grid"),
+        pytest.param({"model": "pixtral", "height": 4}, "grid", id="height-alone"),
         pytest.param({"model": "pixtral", "grid": "4,4", "height": 4}, "grid", id="both"),
         pytest.param({"model": "pixtral", "grid": "4,x"}, "grid", id="not-integers"),
         pytest.param(

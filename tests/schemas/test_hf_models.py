@@ -20,6 +20,7 @@ from service.schemas import (
     rope_nd,
     sincos,
     timestep,
+    vision_config,
 )
 from service.schemas.hf_config import INTEGER, NUMBER, NUMBERS, Reader
 from service.schemas.hf_models import ModelType
@@ -34,7 +35,7 @@ def declared(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_field_type_is_a_readers_declaration() -> None:
     """The types a config's fields are checked against are the union of the readers'."""
     union = {**hf_rope.FIELDS, **hf_layers.FIELDS, **llama4.FIELDS, **timestep.FIELDS}
-    union |= {**sincos.FIELDS, **rope_nd.FIELDS}
+    union |= {**sincos.FIELDS, **rope_nd.FIELDS, **vision_config.FIELDS}
     assert union == hf_config._TYPES
     assert hf_config._TYPES["no_rope_layers"] is NUMBERS
     assert hf_config._TYPES["num_hidden_layers"] is INTEGER

@@ -193,6 +193,7 @@ _FILLED: Final[dict[str, int | str]] = {
     "height": 3,
     "width": 4,
     "grid": "2,2,2",
+    "model": "qwen2_vl",
 }
 _COMMITTED: Final = json.loads((ROOT / "openapi" / "openapi.json").read_text())
 # every operation whose answer may be arrays or a picture of them (a wire format but JSON)

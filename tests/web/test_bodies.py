@@ -91,6 +91,8 @@ _QUERIES = {
     "/v1/encodings/timestep/positions": "?max_len=1&dim=4",
     "/v1/encodings/rope-nd/positions": "?grid=1,1,1",
     "/v1/encodings/rope-nd/apply": "?grid=1,1,1",
+    "/v1/encodings/vision-rotary/positions": "?model=pixtral&grid=2,2",
+    "/v1/encodings/vision-rotary/apply": "?model=pixtral&grid=2,2",
 }
 
 

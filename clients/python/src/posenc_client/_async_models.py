@@ -23,6 +23,7 @@ from posenc_client._encoding import (
     Scaling,
     TimestepDType,
     Value,
+    VisionModel,
     comparison_table,
     read_config,
 )
@@ -368,6 +369,87 @@ class Models:
         x ``width`` pixels (``frames``)."""
         request = given(locals(), parameters)
         return await self._send(_wire.rope_nd_from_config(read_config(config), request))
+
+    async def vision_rotary(
+        self,
+        model: VisionModel,
+        grid: Sequence[int] | str,
+        *,
+        head_dim: int | None = None,
+        theta: float | None = None,
+        spatial_merge_size: int | None = None,
+        window_index: bool | None = None,
+        window_size: int | None = None,
+        patch_size: int | None = None,
+        implementation: Literal["transformers", "original", "timm"] | None = None,
+        normalize_coords: Literal["separate", "min", "max"] | None = None,
+        periods_dtype: Literal["float32", "bfloat16"] | None = None,
+        ref_feat_shape: Sequence[int] | str | None = None,
+        grid_offset: float | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> tuple[Array, Array]:
+        """A vision tower's 2-D RoPE, ``(cos, sin)`` each ``(tokens, head_dim)``: one row a
+        patch token of an image of ``grid`` patches (``(H, W)``, or ``(T, H, W)`` for
+        Qwen-VL's frames) in the ``model``'s token order (``qwen2_vl``, ``qwen2_5_vl``,
+        ``qwen3_vl``, ``pixtral``, ``llama4``, ``dinov3``, ``eva02``), in the layout its
+        apply reads; the parameters its checkpoint's unless given."""
+        request = given(locals(), parameters)
+        return await self._send(_wire.vision_rotary(request))
+
+    async def vision_rotary_positions(
+        self,
+        model: VisionModel,
+        grid: Sequence[int] | str,
+        coordinates: ArrayLike,
+        *,
+        head_dim: int | None = None,
+        theta: float | None = None,
+        spatial_merge_size: int | None = None,
+        implementation: Literal["transformers", "original", "timm"] | None = None,
+        normalize_coords: Literal["separate", "min", "max"] | None = None,
+        periods_dtype: Literal["float32", "bfloat16"] | None = None,
+        ref_feat_shape: Sequence[int] | str | None = None,
+        grid_offset: float | None = None,
+        rounding: Rounding | None = None,
+        dtype: DType | None = None,
+        **parameters: Value,
+    ) -> tuple[Array, Array]:
+        """``(cos, sin)`` at patch ``coordinates`` (integers: rows then columns ``(2, L)``,
+        or one ``(row, column)`` a token, ``(L, 2)``), each ``(L, head_dim)``; the
+        parameters as for :meth:`vision_rotary`."""
+        request = given(locals(), parameters)
+        return await self._send(_wire.vision_rotary_positions(coordinates, request))
+
+    async def vision_rotary_apply(
+        self,
+        batch: ArrayLike,
+        model: VisionModel,
+        grid: Sequence[int] | str,
+        *,
+        head_dim: int | None = None,
+        theta: float | None = None,
+        spatial_merge_size: int | None = None,
+        window_index: bool | None = None,
+        window_size: int | None = None,
+        patch_size: int | None = None,
+        implementation: Literal["transformers", "original", "timm"] | None = None,
+        normalize_coords: Literal["separate", "min", "max"] | None = None,
+        periods_dtype: Literal["float32", "bfloat16"] | None = None,
+        ref_feat_shape: Sequence[int] | str | None = None,
+        grid_offset: float | None = None,
+        rounding: Rounding | None = None,
+        **parameters: Value,
+    ) -> Array:
+        """Queries or keys ``(B, heads, L, head_dim)`` rotated by the table of the image's
+        first ``L`` tokens as the ``model``'s apply does (float32; rotate-half for Qwen-VL,
+        Pixtral and DINOv3, interleaved pairs for Llama 4 and EVA-02); ``head_dim`` the
+        batch's unless given."""
+        request = given(locals(), parameters)
+        return await self._send(_wire.apply(_wire.VISION_ROTARY + "/apply", batch, None, request))
 
     async def audit(
         self,

@@ -25,6 +25,8 @@ Convention = Literal["half", "interleaved"]
 Scaling = Literal["none", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3"]
 Form = Literal["causal", "bloom", "symmetric"]
 Mrope = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
+# a vision tower whose 2-D RoPE the service serves (``GET /v1/encodings/vision-rotary``)
+VisionModel = Literal["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "pixtral", "llama4", "dinov3", "eva02"]
 # a family's name as the service's paths say it (``GET /v1/audit/{family}``, a comparison's
 # tables): "rotary", "sinusoidal", "temperature", "alibi", or any other the service lists
 # (its OpenAPI document), so a family added to the service needs no new client
@@ -42,8 +44,8 @@ NPZ: Final = "application/x-npz"
 JSON: Final = "application/json"
 PNG: Final = "image/png"
 # parameters that are lists of integers (M-RoPE's pairs per axis, ``16,24,24``; an audit's
-# band edges, ``100,3000``)
-INTEGER_LISTS: Final = frozenset({"mrope_section", "bands", "grid", "axes_dim"})
+# band edges, ``100,3000``; EVA-02's pre-training grid, ``16,16``)
+INTEGER_LISTS: Final = frozenset({"mrope_section", "bands", "grid", "axes_dim", "ref_feat_shape"})
 
 
 class RotaryLayers(TypedDict):

@@ -48,6 +48,7 @@ TEMPERATURE: Final = "/v1/encodings/temperature"
 TIMESTEP: Final = "/v1/encodings/timestep"
 SINCOS: Final = "/v1/encodings/sincos-"
 ROPE_ND: Final = "/v1/encodings/rope-nd"
+VISION_ROTARY: Final = "/v1/encodings/vision-rotary"
 MROPE: Final = "/v1/positions/mrope"
 ALIBI: Final = "/v1/biases/alibi"
 AUDIT: Final = "/v1/audit"
@@ -226,6 +227,25 @@ def rope_nd_from_config(config: Config, given: Mapping[str, Value]) -> Call[tupl
     return Call("POST", path, cos_sin_of, params, write_config(config), {"content-type": JSON})
 
 
+def vision_rotary(given: Mapping[str, Value]) -> Call[tuple[Array, Array]]:
+    """``GET /v1/encodings/vision-rotary`` as ``.npz``: ``(cos, sin)``."""
+    return Call("GET", VISION_ROTARY, cos_sin_of, query({**given, "format": "npz"}))
+
+
+def vision_rotary_positions(
+    coordinates: ArrayLike, given: Mapping[str, Value]
+) -> Call[tuple[Array, Array]]:
+    """``POST /v1/encodings/vision-rotary/positions`` with the patch coordinates ``(2, L)``
+    or ``(L, 2)`` as an ``.npy`` (integers as int64; anything else as it is, for the service
+    to refuse); the answer as ``.npz``."""
+    ids = np.asarray(coordinates)
+    if ids.dtype.kind in "iu":
+        ids = ids.astype(np.int64, copy=False)
+    params = query({**given, "format": "npz"})
+    path = VISION_ROTARY + "/positions"
+    return Call("POST", path, cos_sin_of, params, write_npy(ids), {"content-type": NPY})
+
+
 def apply(
     path: str, batch: ArrayLike, position_ids: ArrayLike | None, given: Mapping[str, Value]
 ) -> Call[Array]:
@@ -380,7 +400,7 @@ def identify(
 
 def given(names: Mapping[str, Any], parameters: Mapping[str, Value]) -> dict[str, Value]:
     """A method's parameters from its ``locals()`` and its other keyword arguments."""
-    skip = ("self", "config", "batch", "position_ids", "parameters")
+    skip = ("self", "config", "batch", "position_ids", "coordinates", "parameters")
     return {**{k: v for k, v in names.items() if k not in skip}, **parameters}
 
 
