@@ -49,7 +49,7 @@ def test_the_page_has_an_example_of_every_vision_tower() -> None:
     for model in vision_rotary.MODELS:
         if model not in ("qwen2_vl", "qwen3_vl"):  # Qwen2.5-VL's stands for the three
             assert f"/v1/encodings/vision-rotary?model={model}&" in found, model
-    for path in ("positions", "apply"):
+    for path in ("positions", "apply", "from-config"):
         assert f"/v1/encodings/vision-rotary/{path}?" in found
     assert "/v1/audit/vision-rotary?" in found
 
