@@ -68,6 +68,8 @@ NORMALIZATIONS: Final[tuple[Normalize, ...]] = get_args(Normalize)
 PeriodsDType = Literal["float32", "bfloat16"]
 PERIODS_DTYPES: Final[tuple[PeriodsDType, ...]] = get_args(PeriodsDType)
 F32 = np.float32
+# the largest side a grid's positions are rescaled to (EVA-02's reference grid)
+MAX_SIDE: Final = 1 << 20
 # torch takes Python's 2 * math.pi as a float32 scalar against a float32 tensor
 _TWO_PI32: Final = F32(2 * math.pi)
 _TWO_PI: Final = decimal.Decimal("6.283185307179586476925286766559005768394338798750")
@@ -386,8 +388,13 @@ class VisionRotaryKey:
             raise InvalidParameter("patch_size", "window_size and patch_size must be positive")
         if chosen.order == "class" and h != w:
             raise InvalidParameter("grid", "Llama 4's tiles are square: H must equal W")
-        if self.ref_feat_shape and (len(self.ref_feat_shape) != 2 or min(self.ref_feat_shape) < 1):
-            raise InvalidParameter("ref_feat_shape", "must be two positive sizes (rows, columns)")
+        if self.ref_feat_shape and (
+            len(self.ref_feat_shape) != 2
+            or not all(1 <= size <= MAX_SIDE for size in self.ref_feat_shape)
+        ):
+            raise InvalidParameter(
+                "ref_feat_shape", f"must be two sizes (rows, columns) from 1 to {MAX_SIDE}"
+            )
         if not math.isfinite(self.grid_offset):
             raise InvalidParameter("grid_offset", "must be a finite number")
         if self.tokens > POSITION_CEILING + 1:

@@ -147,6 +147,11 @@ def test_presets_list_each_model(http: httpx.Client) -> None:
             {"model": "eva02", "grid": "4,4", "ref_feat_shape": "1,2,3"}, "ref_feat_shape", id="ref"
         ),
         pytest.param({"model": "vit", "grid": "4,4"}, "model", id="model"),
+        pytest.param(
+            {"model": "eva02", "grid": "2,2", "ref_feat_shape": "99999999999999999999,1"},
+            "ref_feat_shape",
+            id="ref-past-int64",
+        ),
         pytest.param({"model": "pixtral", "grid": "60000,60000"}, "grid", id="past-the-limits"),
     ],
 )
