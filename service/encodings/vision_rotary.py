@@ -652,7 +652,9 @@ def _axis(
             raise InvalidParameter(
                 "rounding",
                 f"exact angles are computed up to 2^31 radians, and these reach {largest:.4g}",
-                also=("theta",),
+                also=("ref_feat_shape", "grid_offset", "theta")
+                if key.model == "eva02"
+                else ("theta",),
             )
         sin, cos = _exact.sincos(positions, hi, lo)
         return cos, sin

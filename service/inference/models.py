@@ -352,8 +352,9 @@ def _read(declared: Declared, model: Model, request: wire.Request, limits: Limit
     given = {"max_len": last + 1} if tabled and "max_len" not in request.parameters else {}
     query = _validated(model, request.parameters, **given)
     key = declared.key(query)
-    if integers and not tabled:
+    if integers and not tabled and (spec is None or spec.at is None):
         # rows of a table whose rows its key decides (a grid's tokens): the GET's stop
+        # (ids a family computes at, as patch coordinates, are not rows)
         rows = declared.block(query, key).max_len
         if last >= rows:
             raise InvalidInput(

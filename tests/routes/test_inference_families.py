@@ -327,6 +327,24 @@ def test_bad_input_is_the_protocol_s_error(
     error(http.post(f"/v2/models/{model}/infer", json=body), 400, *words)
 
 
+def test_vision_rotary_positions_are_coordinates_not_rows(http: httpx.Client) -> None:
+    """A patch's row and column may pass the table's token count (a 4 x 4 grid's 16 rows):
+    they are coordinates, answered as POST .../positions answers them."""
+    body = {
+        "inputs": [positions([0, 0, 15, 16], shape=[2, 2])],
+        "parameters": {"model": "pixtral", "grid": "4,4"},
+    }
+    answer = http.post("/v2/models/vision-rotary/infer", json=body)
+    assert answer.status_code == 200, answer.text
+    cos = next(o for o in answer.json()["outputs"] if o["name"] == "cos")
+    v1 = http.post(
+        "/v1/encodings/vision-rotary/positions?model=pixtral&grid=4,4&format=json",
+        json={"position_ids": [[0, 0], [15, 16]]},
+    )
+    assert v1.status_code == 200, v1.text
+    assert np.array_equal(np.float32(cos["data"]), np.float32(v1.json()["cos"]).ravel())
+
+
 def test_statistics_count_each_model_s_answers(live: tuple[str, str]) -> None:
     """Successes and failures of each model, over REST and gRPC alike (one worker)."""
     with httpx.Client(base_url=live[0], timeout=WAIT) as http:
